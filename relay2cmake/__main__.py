@@ -1,0 +1,3 @@
+from relay2cmake.cli import main
+
+main()

@@ -1,0 +1,124 @@
+"""Command line: thin. Parses flags, calls a pipeline, maps our errors to exit code 1."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from relay2cmake import __version__
+from relay2cmake.errors import Relay2CMakeError, UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Compile a neural-network model into a standalone C/C++ CMake package.",
+    pretty_exceptions_enable=False,
+)
+
+_state = {"debug": False, "quiet": False}
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"relay2cmake {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only errors and the final result."),
+) -> None:
+    _state["debug"] = debug
+    _state["quiet"] = quiet
+
+
+def _progress(message: str) -> None:
+    if not _state["quiet"]:
+        typer.echo(f"• {message}", err=True)
+
+
+def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in values:
+        name, sep, dims = value.rpartition("=")
+        if not sep or not name:
+            raise UserError(f"--input-shape {value!r} is not NAME=D0,D1,... (for example --input-shape x=1,3,224,224).")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            raise UserError(f"--input-shape {value!r}: dimensions must be whole numbers separated by commas.") from None
+        if any(d <= 0 for d in shape):
+            raise UserError(f"--input-shape {value!r}: dimensions must be positive.")
+        if name in shapes:
+            raise UserError(f"--input-shape gives {name!r} twice.")
+        shapes[name] = shape
+    return shapes
+
+
+def _run(action) -> None:
+    try:
+        action()
+    except Relay2CMakeError as exc:
+        if _state["debug"]:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def gen(
+    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the package to (must be empty or absent)."),
+    name: str | None = typer.Option(None, "--name", help="CMake package name (default: from the file name)."),
+    version: str = typer.Option("1.0.0", "--version", help="Package version X.Y.Z."),
+    input_shape: list[str] = typer.Option(
+        [], "--input-shape", help="Fix an input's shape, NAME=D0,D1,... (repeatable)."
+    ),
+    target: list[str] = typer.Option(["c"], "--target", help="Kernel target (only 'c' in this version)."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it is not empty."),
+) -> None:
+    """Generate a CMake package from MODEL."""
+
+    def action() -> None:
+        from relay2cmake.generate import GenerateOptions, generate
+
+        if len(target) != 1:
+            raise UserError("This version supports exactly one --target: c.")
+        report = generate(
+            GenerateOptions(
+                model=model,
+                out=out,
+                name=name,
+                version=version,
+                input_shapes=parse_input_shapes(input_shape),
+                target=target[0],
+                force=force,
+            ),
+            progress=_progress,
+        )
+        plan = report.plan
+        typer.echo(
+            f"Wrote {report.identity.name} ({report.files} files) to {out}: "
+            f"{len(plan.steps)} kernel calls, arena {plan.arena_bytes} B, weights {plan.weight_bytes} B."
+        )
+
+    _run(action)
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug of ours: say so plainly, keep the traceback for --debug
+        if "--debug" in sys.argv:
+            raise
+        typer.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
+        sys.exit(1)

@@ -1,0 +1,1 @@
+"""PackagePlan → files. Templates see only plain data built in ``context.py``."""

@@ -1,0 +1,160 @@
+"""Render the template tree and the generated sources into files, then write them safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from relay2cmake import __version__, kernel_source
+from relay2cmake.emit import weights
+from relay2cmake.emit.context import PackageIdentity, build_context, c_banner
+from relay2cmake.errors import UserError
+from relay2cmake.golden import GoldenData
+from relay2cmake.lowering import LoweredModel
+from relay2cmake.plan import PackagePlan
+
+
+def templates_dir() -> Path:
+    """Installed wheels carry the templates inside the package; a checkout has them beside it."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "cmake_templates", here.parent / "cmake_templates"):
+        if candidate.is_dir():
+            return candidate
+    raise RuntimeError("cmake_templates/ is missing from this installation of relay2cmake")
+
+
+def _environment(root: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_templates(context: dict[str, Any]) -> dict[str, bytes]:
+    root = templates_dir()
+    env = _environment(root)
+    files: dict[str, bytes] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = path.relative_to(root).as_posix()
+        if "__pycache__" in relative:
+            continue
+        target = relative.replace("__prefix__", context["prefix"]).replace("__name__", context["name"])
+        if target.endswith(".j2"):
+            files[target[:-3]] = env.get_template(relative).render(**context).encode("utf-8")
+        else:
+            files[target] = path.read_bytes()
+    return files
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    stream = io.BytesIO()
+    np.save(stream, array, allow_pickle=False)
+    return stream.getvalue()
+
+
+def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, operators, context) -> dict:
+    import tvm
+
+    def io(t):
+        return {"name": t.name, "c_name": t.c_name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes}
+
+    return {
+        "generator": {"name": "relay2cmake", "version": __version__},
+        "tvm_version": str(tvm.__version__),
+        "model": {"file": identity.model_file, "sha256": identity.model_sha256, "operators": list(operators)},
+        "package": {"name": identity.name, "prefix": identity.prefix, "version": identity.version},
+        "target": identity.target,
+        "inputs": [io(t) for t in plan.inputs],
+        "outputs": [io(t) for t in plan.outputs],
+        "memory": {
+            "arena_bytes": plan.arena_bytes,
+            "workspace_bytes": context["workspace_bytes"],
+            "weight_bytes": plan.weight_bytes,
+            "tvm_static_plan_bytes": plan.tvm_storage_bytes,
+        },
+        "kernels": sorted({s.kernel for s in plan.steps}),
+        "steps": len(plan.steps),
+        "golden": {
+            "reference": golden.reference,
+            "tolerances": [{"atol": t.atol, "rtol": t.rtol} for t in golden.tolerances],
+        },
+    }
+
+
+def render_package(
+    identity: PackageIdentity,
+    plan: PackagePlan,
+    lowered: LoweredModel,
+    golden: GoldenData,
+    operators: tuple[str, ...],
+) -> dict[str, bytes]:
+    shards, placements = weights.layout(plan.constants)
+    context = build_context(identity, plan, shards, placements, golden)
+    files = render_templates(context)
+    banner = c_banner(identity) + "\n"
+    prefix = identity.prefix
+    files[f"src/{prefix}_kernels.c"] = kernel_source.adapt(
+        lowered.kernel_source, f"{prefix}_kernel_abi.h", banner
+    ).encode("utf-8")
+    for shard in shards:
+        files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode("ascii")
+    for index, array in enumerate(golden.inputs):
+        files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
+    for index, array in enumerate(golden.expected):
+        files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
+    document = metadata(identity, plan, golden, operators, context)
+    files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return files
+
+
+def check_output_dir(out: Path, force: bool) -> None:
+    """Fail before any long step if writing ``out`` would clobber something."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"Output path {str(out)!r} exists and is not a directory.")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserError(
+            f"Output folder {str(out)!r} is not empty. Choose another folder, or pass --force to replace it."
+        )
+    parent = out.resolve().parent
+    if not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"Cannot create the folder {str(parent)!r}: {exc.strerror}.") from None
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"Cannot write to {str(out)!r}: permission denied.")
+
+
+def write_package(out: Path, files: dict[str, bytes], force: bool) -> None:
+    """Write into a fresh sibling folder, then swap it in: a failure leaves ``out`` as it was."""
+    check_output_dir(out, force)
+    out = out.resolve()
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise UserError(f"Cannot write next to {str(out)!r}: {exc.strerror}.") from None
+    try:
+        for relative, data in sorted(files.items()):
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        staging.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"Cannot write the package to {str(out)!r}: {exc.strerror or exc}.") from None

@@ -1,0 +1,67 @@
+"""Model importers: a model file in, an ``ImportedModel`` (a Relax IRModule) out."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay2cmake.errors import UserError
+
+
+@dataclass(frozen=True)
+class TensorSignature:
+    """A model input or output as the user sees it."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """What every frontend produces.
+
+    ``module`` is a Relax IRModule whose ``main`` takes the inputs, in ``inputs`` order,
+    with static shapes, and returns the outputs in ``outputs`` order (a tuple when there is
+    more than one). Weights are bound as constants.
+    """
+
+    module: Any  # tvm.IRModule
+    inputs: tuple[TensorSignature, ...]
+    outputs: tuple[TensorSignature, ...]
+    source_format: str
+    source_sha256: str
+    operators: tuple[str, ...]  # the model's operator types, sorted, for metadata
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_model_path(path: Path) -> None:
+    if not path.exists():
+        raise UserError(f"Model file {str(path)!r} does not exist.")
+    if path.is_dir():
+        raise UserError(f"{str(path)!r} is a directory; give the path of a model file (.onnx).")
+    if path.stat().st_size == 0:
+        raise UserError(f"Model file {str(path)!r} is empty.")
+
+
+def import_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+    """Choose the frontend by file extension and import the model."""
+    check_model_path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        from relay2cmake.frontends.onnx import import_onnx
+
+        return import_onnx(path, input_shapes)
+    raise UserError(
+        f"Cannot tell the format of {str(path)!r} from its extension {suffix or '(none)'!r}: "
+        "relay2cmake reads ONNX models (.onnx)."
+    )

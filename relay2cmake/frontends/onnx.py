@@ -1,0 +1,231 @@
+"""ONNX → Relax, with every problem the user can fix reported before any long step."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto
+
+from relay2cmake.errors import ModelError, UserError
+from relay2cmake.frontends import ImportedModel, TensorSignature, file_sha256
+
+# ONNX element types we can carry through the C API, by the name TVM uses.
+ONNX_DTYPES = {
+    TensorProto.FLOAT: "float32",
+    TensorProto.DOUBLE: "float64",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.INT8: "int8",
+    TensorProto.INT16: "int16",
+    TensorProto.INT32: "int32",
+    TensorProto.INT64: "int64",
+    TensorProto.UINT8: "uint8",
+    TensorProto.UINT16: "uint16",
+    TensorProto.UINT32: "uint32",
+    TensorProto.UINT64: "uint64",
+    TensorProto.BOOL: "bool",
+}
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _load(path: Path) -> onnx.ModelProto:
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises several unrelated types on garbage
+        raise ModelError(
+            f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc}). "
+            "Check that the file is complete and really is .onnx."
+        ) from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{str(path)!r} holds no ONNX graph (no nodes, no outputs); is it an ONNX model?")
+    try:
+        onnx.load_external_data_for_model(model, str(path.parent))
+    except (FileNotFoundError, OSError) as exc:
+        raise ModelError(
+            f"{str(path)!r} keeps weights in external data that cannot be read ({exc}). "
+            "Keep the data files next to the model, as ONNX expects."
+        ) from None
+    return model
+
+
+def _check(model: onnx.ModelProto, path: Path) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{str(path)!r} is not a valid ONNX model: {message}") from None
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            return entry.version
+    return 1
+
+
+def _dtype_name(elem_type: int, what: str) -> str:
+    if elem_type not in ONNX_DTYPES:
+        type_name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        raise ModelError(
+            f"{what} has element type {type_name}, which relay2cmake cannot pass through a C API; "
+            f"supported: {', '.join(sorted(set(ONNX_DTYPES.values())))}."
+        )
+    return ONNX_DTYPES[elem_type]
+
+
+def _input_signatures(
+    model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
+) -> tuple[TensorSignature, ...]:
+    initializers = {init.name for init in model.graph.initializer}
+    graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
+    names = [vi.name for vi in graph_inputs]
+    unknown = sorted(set(input_shapes) - set(names))
+    if unknown:
+        raise UserError(
+            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model; "
+            f"its inputs are: {', '.join(map(repr, names)) or '(none)'}."
+        )
+    signatures = []
+    for vi in graph_inputs:
+        what = f"Input {vi.name!r}"
+        if not vi.type.HasField("tensor_type"):
+            raise ModelError(f"{what} is not a tensor (sequences, maps and optionals are not supported).")
+        dtype = _dtype_name(vi.type.tensor_type.elem_type, what)
+        if not vi.type.tensor_type.HasField("shape"):
+            if vi.name not in input_shapes:
+                raise UserError(f"{what} has no shape in the model; give one with --input-shape {vi.name}=D0,D1,...")
+            signatures.append(TensorSignature(vi.name, dtype, input_shapes[vi.name]))
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        given = input_shapes.get(vi.name)
+        if given is not None and len(given) != len(dims):
+            raise UserError(
+                f"--input-shape for {vi.name!r} has {len(given)} dimensions but the input has {len(dims)} "
+                f"({_describe_dims(dims)})."
+            )
+        shape = []
+        for axis, dim in enumerate(dims):
+            static = dim.dim_value if dim.HasField("dim_value") else None
+            if given is not None:
+                if static is not None and static != given[axis]:
+                    raise UserError(
+                        f"--input-shape for {vi.name!r} sets dimension {axis} to {given[axis]}, but the model "
+                        f"fixes it to {static} ({_describe_dims(dims)})."
+                    )
+                shape.append(given[axis])
+            elif static is not None:
+                shape.append(static)
+            else:
+                label = f"{dim.dim_param!r}" if dim.dim_param else "unnamed"
+                raise UserError(
+                    f"{what} has a symbolic dimension {axis} ({label}; shape {_describe_dims(dims)}). "
+                    f"Fix it with --input-shape {vi.name}={','.join(_example_dims(dims))}."
+                )
+        signatures.append(TensorSignature(vi.name, dtype, tuple(shape)))
+    return tuple(signatures)
+
+
+def _describe_dims(dims) -> str:
+    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims) + "]"
+
+
+def _example_dims(dims) -> list[str]:
+    return [str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims]
+
+
+def _output_names(model: onnx.ModelProto) -> tuple[str, ...]:
+    if not model.graph.output:
+        raise ModelError("The model declares no outputs; there is nothing to compute.")
+    for vi in model.graph.output:
+        if vi.type.HasField("tensor_type"):
+            _dtype_name(vi.type.tensor_type.elem_type, f"Output {vi.name!r}")
+        else:
+            raise ModelError(f"Output {vi.name!r} is not a tensor (sequences, maps and optionals are not supported).")
+    return tuple(vi.name for vi in model.graph.output)
+
+
+def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
+    """``op_type (node name)`` for every node TVM's ONNX importer has no converter for."""
+    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+    known = _get_convert_map()
+    problems = []
+    for index, node in enumerate(model.graph.node):
+        label = node.name or f"node #{index}"
+        if node.domain not in DEFAULT_DOMAINS:
+            problems.append(f"{node.domain}::{node.op_type} ({label}; custom domains are not supported)")
+        elif node.op_type not in known:
+            problems.append(f"{node.op_type} ({label})")
+    return problems
+
+
+def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+    model = _load(path)
+    _check(model, path)
+    opset = _opset(model)
+    max_opset = onnx.defs.onnx_opset_version()
+    if opset > max_opset:
+        raise ModelError(f"The model uses ONNX opset {opset}; the installed onnx knows opsets up to {max_opset}.")
+    inputs = _input_signatures(model, input_shapes)
+    output_names = _output_names(model)
+    problems = unsupported_nodes(model)
+    if problems:
+        raise ModelError(
+            f"The model uses {len(problems)} operator(s) that cannot be lowered: {'; '.join(problems)}. "
+            "Replace them (or export the model without them) and run gen again."
+        )
+
+    from tvm.relax.frontend.onnx import from_onnx
+
+    try:
+        # The importer warns about renamed inputs and prints checker chatter; keep the
+        # user's terminal for our own messages.
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            module = from_onnx(
+                model,
+                shape_dict={s.name: list(s.shape) for s in inputs},
+                dtype_dict={s.name: s.dtype for s in inputs},
+                opset=opset,
+                keep_params_in_input=False,
+            )
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:800]
+        raise ModelError(f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}") from None
+
+    outputs = _output_signatures(module, output_names)
+    return ImportedModel(
+        module=module,
+        inputs=inputs,
+        outputs=outputs,
+        source_format="onnx",
+        source_sha256=file_sha256(path),
+        operators=tuple(sorted({n.op_type for n in model.graph.node})),
+    )
+
+
+def _output_signatures(module, names: tuple[str, ...]) -> tuple[TensorSignature, ...]:
+    """Output dtypes and shapes as Relax inferred them (the ONNX declaration may omit them)."""
+    from tvm import relax
+
+    ret = module["main"].ret_ty
+    fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
+    if len(fields) != len(names):
+        raise ModelError(f"The importer produced {len(fields)} outputs for the model's {len(names)}.")
+    signatures = []
+    for name, info in zip(names, fields, strict=True):
+        if not isinstance(info, relax.TensorType) or info.shape is None:
+            raise ModelError(f"Output {name!r} has no static tensor shape after import.")
+        dims = []
+        for dim in info.shape.values:
+            if not hasattr(dim, "value"):
+                raise ModelError(
+                    f"Output {name!r} has a shape that depends on the input data ({info.shape}); "
+                    "relay2cmake needs shapes known at generation time."
+                )
+            dims.append(int(dim.value))
+        signatures.append(TensorSignature(name, str(info.dtype), tuple(dims)))
+    return tuple(signatures)

@@ -1,0 +1,72 @@
+"""The ``gen`` pipeline: model → Relax → lowered plan → rendered package, one way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from relay2cmake import golden, naming
+from relay2cmake.emit.context import PackageIdentity
+from relay2cmake.emit.package import check_output_dir, render_package, write_package
+from relay2cmake.frontends import import_model
+from relay2cmake.lowering import lower
+from relay2cmake.plan import PackagePlan, build_plan
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    model: Path
+    out: Path
+    name: str | None = None
+    version: str = "1.0.0"
+    input_shapes: dict[str, tuple[int, ...]] | None = None
+    target: str = "c"
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class GenerateReport:
+    identity: PackageIdentity
+    plan: PackagePlan
+    files: int
+    seconds: dict[str, float]
+
+
+def _silent(_message: str) -> None:
+    pass
+
+
+def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent) -> GenerateReport:
+    name = naming.check_package_name(options.name or naming.package_name_from_path(options.model.stem))
+    version = naming.check_version(options.version)
+    prefix = naming.c_prefix(name)
+    # Refuse to clobber before any long step; checked again just before writing.
+    check_output_dir(options.out, options.force)
+    seconds: dict[str, float] = {}
+
+    def timed(label: str, message: str, work):
+        progress(message)
+        start = time.perf_counter()
+        result = work()
+        seconds[label] = time.perf_counter() - start
+        return result
+
+    imported = timed("import", f"Importing {options.model.name}", lambda: import_model(options.model, options.input_shapes or {}))
+    lowered = timed("lower", f"Lowering with TVM (target {options.target})", lambda: lower(imported.module, prefix, options.target))
+    plan = timed("plan", "Planning memory", lambda: build_plan(imported, lowered))
+    reference = timed("golden", "Computing golden outputs", lambda: golden.compute(options.model, imported))
+    identity = PackageIdentity(
+        name=name,
+        prefix=prefix,
+        version=version,
+        model_file=options.model.name,
+        model_sha256=imported.source_sha256,
+        target=options.target,
+    )
+    files = timed(
+        "render", "Rendering the package", lambda: render_package(identity, plan, lowered, reference, imported.operators)
+    )
+    timed("write", f"Writing {options.out}", lambda: write_package(options.out, files, options.force))
+    return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds)

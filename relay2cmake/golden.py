@@ -1,0 +1,113 @@
+"""Golden data: seeded inputs, and reference outputs computed by an independent path.
+
+The reference is ONNX's own reference evaluator when it can run the model (independent of
+TVM), else TVM's Relax VM on the imported module (checks lowering and the driver, not the
+importer). The package's ctest compares against these within the recorded tolerance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from relay2cmake.dtypes import numpy_dtype
+from relay2cmake.errors import ModelError
+from relay2cmake.frontends import ImportedModel
+
+SEED = 20240611
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class GoldenData:
+    inputs: tuple[np.ndarray, ...]
+    expected: tuple[np.ndarray, ...]
+    tolerances: tuple[Tolerance, ...]
+    reference: str  # "onnx-reference" or "tvm-vm"
+
+
+def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for signature in imported.inputs:
+        dtype = numpy_dtype(signature.dtype)
+        if dtype.kind == "f":
+            array = rng.standard_normal(signature.shape).astype(dtype)
+        elif dtype.kind == "b":
+            array = rng.integers(0, 2, signature.shape).astype(dtype)
+        else:
+            # Small non-negative integers: safe as indices, counts and values alike.
+            array = rng.integers(0, 4, signature.shape).astype(dtype)
+        arrays.append(np.ascontiguousarray(array))
+    return tuple(arrays)
+
+
+def _tolerance(expected: np.ndarray) -> Tolerance:
+    if expected.dtype.kind != "f":
+        return Tolerance(0.0, 0.0)
+    finite = expected[np.isfinite(expected)]
+    scale = float(np.max(np.abs(finite))) if finite.size else 1.0
+    if expected.dtype == np.float16:
+        return Tolerance(1e-2 * max(1.0, scale), 1e-2)
+    if expected.dtype == np.float64:
+        return Tolerance(1e-8 * max(1.0, scale), 1e-6)
+    return Tolerance(1e-4 * max(1.0, scale), 1e-3)
+
+
+def _onnx_reference(model_path: Path, imported: ImportedModel, inputs) -> list[np.ndarray]:
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    model = onnx.load(str(model_path))
+    evaluator = ReferenceEvaluator(model)
+    feeds = {s.name: a for s, a in zip(imported.inputs, inputs, strict=True)}
+    return [np.asarray(r) for r in evaluator.run(None, feeds)]
+
+
+def tvm_vm_reference(imported: ImportedModel, inputs) -> list[np.ndarray]:
+    import tvm
+    from tvm import relax
+
+    executable = tvm.compile(imported.module, target=tvm.target.Target("llvm"))
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    result = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+    values = list(result) if len(imported.outputs) > 1 else [result]
+    return [v.numpy() for v in values]
+
+
+def compute(model_path: Path, imported: ImportedModel) -> GoldenData:
+    inputs = make_inputs(imported)
+    reference = "onnx-reference"
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            outputs = _onnx_reference(model_path, imported, inputs) if imported.source_format == "onnx" else None
+    except Exception:
+        outputs = None
+    if outputs is None:
+        reference = "tvm-vm"
+        try:
+            outputs = tvm_vm_reference(imported, inputs)
+        except Exception as exc:
+            raise ModelError(f"Cannot compute golden outputs for this model: {type(exc).__name__}: {exc}") from None
+    expected = []
+    for signature, array in zip(imported.outputs, outputs, strict=True):
+        want = numpy_dtype(signature.dtype)
+        array = np.ascontiguousarray(np.asarray(array).astype(want, copy=False).reshape(signature.shape))
+        expected.append(array)
+    return GoldenData(
+        inputs=inputs,
+        expected=tuple(expected),
+        tolerances=tuple(_tolerance(e) for e in expected),
+        reference=reference,
+    )

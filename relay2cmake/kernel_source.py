@@ -1,0 +1,71 @@
+"""Facts about, and adaptations of, the C source TVM emits for the ``c`` target."""
+
+from __future__ import annotations
+
+import re
+
+from relay2cmake.errors import ModelError
+
+_DEFINITION = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args,.*\{$", re.M)
+_ALLOC = re.compile(r"TVMBackendAllocWorkspace\(\d+, \w+, \(uint64_t\)(\d+)ULL, ")
+_TVM_INCLUDE = re.compile(r'^#include "tvm/[^"]+"\n', re.M)
+
+
+def _aligned(n: int) -> int:
+    return (n + 63) // 64 * 64
+
+
+def scratch_bytes(source: str) -> dict[str, int]:
+    """Bytes of ``TVMBackendAllocWorkspace`` scratch each kernel may hold at once.
+
+    TVM moves buffers of 1 KiB or more off the stack into workspace calls with constant
+    sizes, released in LIFO order; the sum of one kernel's calls bounds what it holds.
+    """
+    starts = [(m.start(), m.group(1)) for m in _DEFINITION.finditer(source)]
+    result = {symbol: 0 for _, symbol in starts}
+    total_calls = source.count("TVMBackendAllocWorkspace(")
+    matched = 0
+    for match in _ALLOC.finditer(source):
+        owner = [symbol for start, symbol in starts if start < match.start()]
+        if not owner:
+            continue
+        result[owner[-1]] += _aligned(int(match.group(1)))
+        matched += 1
+    if matched != total_calls:
+        raise ModelError(
+            "A kernel asks for scratch memory of a size known only at run time; "
+            "relay2cmake needs static sizes to plan the arena."
+        )
+    return result
+
+
+def adapt(source: str, abi_header: str, banner: str) -> str:
+    """Make TVM's C output a self-contained file of the package.
+
+    TVM's four runtime headers become our own small ABI header (which also maps the
+    backend calls to prefixed names), and the per-library context pointer, which would
+    clash between two packages, goes away (the kernels never read it).
+    """
+    body = source.replace("#define TVM_EXPORTS\n", "")
+    body = body.replace("void* __tvm_ffi__library_ctx = NULL;\n", "")
+    first_include = _TVM_INCLUDE.search(body)
+    if first_include is None:
+        raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
+    body = _TVM_INCLUDE.sub("", body)
+    body = body[: first_include.start()] + f'#include "{abi_header}"\n' + body[first_include.start() :]
+    if "__tvm_ffi__library_ctx" in body:
+        raise ModelError("TVM's C output uses the library context pointer; this is not supported yet.")
+    return banner + _QUIET + body
+
+
+# TVM's C output declares what it may not use (strides, device ids, unused arguments).
+_QUIET = """#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+"""

@@ -1,0 +1,80 @@
+"""Relax → kernels: TVM's CPU pipeline (legalize, fuse, fold, plan memory), then TIR → code.
+
+The result keeps the lowered Relax ``main`` (the plan walks it) and the kernels as C source
+for the portable ``c`` target. Every kernel symbol carries the package prefix so several
+packages can live in one program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from relay2cmake import kernel_source
+from relay2cmake.errors import ModelError
+
+SUPPORTED_TARGETS = ("c",)
+
+
+@dataclass(frozen=True)
+class LoweredModel:
+    main: Any  # the lowered tvm.relax.Function
+    kernel_symbols: dict[str, str]  # Relax GlobalVar name → C symbol of its kernel
+    kernel_source: str  # TVM's C output for the "c" target, unmodified
+    kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once
+
+
+def kernel_symbol(prefix: str, name: str) -> str:
+    """The C symbol TVM emits for a PrimFunc whose global_symbol is ``<prefix>_<name>``."""
+    return f"__tvm_ffi_{prefix}_{name}"
+
+
+def _called_prim_funcs(main, module) -> list:
+    """GlobalVars of the PrimFuncs ``main`` calls, in first-call order (dead kernels dropped)."""
+    import tvm
+    from tvm import relax
+
+    seen: dict[str, Any] = {}
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.GlobalVar):
+            if isinstance(module[expr.op], tvm.tirx.PrimFunc):
+                seen.setdefault(expr.op.name_hint, expr.op)
+
+    relax.analysis.post_order_visit(main, visit)
+    return list(seen.values())
+
+
+def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
+    import tvm
+    from tvm import relax
+
+    if target_name not in SUPPORTED_TARGETS:
+        raise ModelError(f"Unknown target {target_name!r}; supported: {', '.join(SUPPORTED_TARGETS)}.")
+    target = tvm.target.Target(target_name)
+    try:
+        with target:
+            lowered = relax.backend.cpu_generic.get_default_pipeline(target)(module)
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:800]
+        raise ModelError(f"TVM could not lower this model: {type(exc).__name__}: {message}") from None
+
+    main = lowered["main"]
+    called = _called_prim_funcs(main, lowered)
+    symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
+    prims = tvm.IRModule(
+        {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
+    )
+    if not called:
+        return LoweredModel(main=main, kernel_symbols={}, kernel_source="", kernel_scratch={})
+    # The driver validates every buffer it passes, so per-call argument checks are dead weight.
+    with tvm.transform.PassContext(config={"tirx.disable_assert": True}):
+        try:
+            library = tvm.tirx.build(prims, target=target)
+        except Exception as exc:
+            message = " ".join(str(exc).split())[:800]
+            raise ModelError(f"TVM could not generate code for this model: {type(exc).__name__}: {message}") from None
+    source = library.inspect_source()
+    return LoweredModel(
+        main=main, kernel_symbols=symbols, kernel_source=source, kernel_scratch=kernel_source.scratch_bytes(source)
+    )

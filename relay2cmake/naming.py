@@ -1,0 +1,122 @@
+"""Names: the CMake package name, the C prefix, and C identifiers for tensor names.
+
+Tensor names in models are arbitrary strings (``input:0``, ``1``, ``a.b``); the generated
+code needs identifiers that are valid in C and C++, unique within their table, and unique
+once upper-cased (they also become macro names). The original names stay in the I/O table.
+"""
+
+from __future__ import annotations
+
+import re
+
+from relay2cmake.errors import UserError
+
+# C99/C11 and C++17/20 keywords, plus names the standard headers may define as macros.
+RESERVED = frozenset(
+    """
+    auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef
+    union unsigned void volatile while _Bool _Complex _Imaginary _Alignas _Alignof _Atomic
+    _Generic _Noreturn _Static_assert _Thread_local alignas alignof and and_eq asm bitand bitor
+    bool catch char8_t char16_t char32_t class compl concept consteval constexpr constinit
+    const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export false
+    friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected
+    public reinterpret_cast requires static_assert static_cast template this thread_local throw
+    true try typeid typename using virtual wchar_t xor xor_eq errno assert NULL EOF stdin stdout
+    stderr offsetof main
+    """.split()
+)
+
+_PACKAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_VERSION = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}$")
+
+
+def package_name_from_path(stem: str) -> str:
+    """Derive a CMake package name from a file stem: ``resnet-50_v2`` → ``Resnet50V2``."""
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+", stem) if p]
+    name = "".join(p[:1].upper() + p[1:] for p in parts)
+    if not name or not name[0].isalpha():
+        name = "Model" + name
+    return name
+
+
+def check_package_name(name: str) -> str:
+    if not _PACKAGE_NAME.match(name) or len(name) > 64:
+        raise UserError(
+            f"--name {name!r} is not a valid package name: use 1-64 letters, digits and "
+            "underscores, starting with a letter (for example --name MyModel)."
+        )
+    if c_prefix(name) in RESERVED:
+        raise UserError(f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a reserved word; choose another.")
+    return name
+
+
+def check_version(version: str) -> str:
+    if not _VERSION.match(version):
+        raise UserError(
+            f"--version {version!r} is not a version CMake accepts: use numbers separated by dots "
+            "(for example 1.0.0)."
+        )
+    return version
+
+
+def c_prefix(package_name: str) -> str:
+    """The lowercase C prefix of every generated symbol: ``MyModel`` → ``mymodel``."""
+    return package_name.lower()
+
+
+def _sanitize(name: str) -> str:
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not ident or ident[0].isdigit():
+        ident = "t_" + ident
+    if ident.startswith("_"):
+        # Leading underscores are reserved to the implementation in C.
+        ident = "t" + ident
+    if ident in RESERVED:
+        ident += "_"
+    return ident
+
+
+def unique_identifiers(names: list[str]) -> list[str]:
+    """C identifiers for ``names``, in order, unique even when upper-cased.
+
+    Names that are already good identifiers keep their spelling; the others are sanitised
+    and, when that collides, get the smallest free ``_2``, ``_3``... suffix. The result only
+    depends on the list, so generation stays deterministic.
+    """
+    result: list[str | None] = [None] * len(names)
+    taken: set[str] = set()
+    # First pass: names that need no change claim their spelling first.
+    for i, name in enumerate(names):
+        if _sanitize(name) == name and name.upper() not in taken:
+            result[i] = name
+            taken.add(name.upper())
+    for i, name in enumerate(names):
+        if result[i] is not None:
+            continue
+        base = _sanitize(name)
+        candidate, n = base, 2
+        while candidate.upper() in taken:
+            candidate, n = f"{base}_{n}", n + 1
+        result[i] = candidate
+        taken.add(candidate.upper())
+    return [r for r in result if r is not None]
+
+
+def c_string_literal(text: str) -> str:
+    """A C string literal (with quotes) that reproduces ``text`` as UTF-8 bytes."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= byte < 127 and ch != "?":  # '?' could start a trigraph
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def comment_text(text: str) -> str:
+    """``text`` made safe inside a ``/* */`` or ``//`` comment (no terminator, one line)."""
+    return text.replace("*/", "* /").replace("\n", " ").replace("\r", " ").replace("\\", "\\\\")

@@ -1,0 +1,327 @@
+"""Lowered Relax ``main`` → ``PackagePlan``: plain data the templates render.
+
+The plan names every DLTensor the driver passes to kernels, where its bytes live (the
+arena, a caller's input buffer, or the embedded weights), the kernel calls in order, and the
+I/O table. Nothing in it is a TVM object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from relay2cmake import arena
+from relay2cmake.errors import ModelError
+from relay2cmake.frontends import ImportedModel
+from relay2cmake.lowering import LoweredModel
+from relay2cmake.naming import unique_identifiers
+
+# Relax builtins that only check or bookkeep what the driver already guarantees.
+IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm.kill_object"})
+IGNORED_PACKED = frozenset({"vm.builtin.check_tensor_info", "vm.builtin.match_shape", "vm.builtin.shape_of"})
+
+
+def dtype_bytes(dtype: str) -> int:
+    return 1 if dtype == "bool" else np.dtype(dtype).itemsize
+
+
+def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * dtype_bytes(dtype)
+
+
+@dataclass(frozen=True)
+class IOTensor:
+    """A model input or output as the C API presents it."""
+
+    index: int
+    name: str  # the model's own name
+    c_name: str  # unique C identifier
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return tensor_bytes(self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class Constant:
+    index: int
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes  # little-endian, C order
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One DLTensor of the driver. Views share ``home``/``slot`` with what they view."""
+
+    index: int
+    dtype: str
+    shape: tuple[int, ...]
+    home: str  # "arena" (slot = byte offset), "input" (slot = input index), "constant" (slot = index)
+    slot: int
+
+
+@dataclass(frozen=True)
+class Arg:
+    kind: str  # "tensor" (value = buffer index) or "int" (value = the integer)
+    value: int
+
+
+@dataclass(frozen=True)
+class Step:
+    kernel: str  # the Relax name of the PrimFunc
+    symbol: str  # its C symbol
+    args: tuple[Arg, ...]
+    scratch_offset: int
+    scratch_bytes: int
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    inputs: tuple[IOTensor, ...]
+    outputs: tuple[IOTensor, ...]
+    input_staging: tuple[int, ...]  # arena offset where input i is copied when misaligned
+    output_buffers: tuple[int, ...]  # buffer index holding output i after the steps
+    buffers: tuple[Buffer, ...]
+    constants: tuple[Constant, ...]
+    steps: tuple[Step, ...]
+    arena_bytes: int
+    tvm_storage_bytes: int  # what TVM's own static plan allocates, for comparison
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(len(c.data) for c in self.constants)
+
+
+class _Builder:
+    """Walks the bindings once, recording buffers, uses and steps."""
+
+    def __init__(self, lowered: LoweredModel, imported: ImportedModel):
+        self.lowered = lowered
+        self.imported = imported
+        self.buffers: list[dict[str, Any]] = []  # mutable while building
+        self.constants: list[Constant] = []
+        self.constant_ids: dict[str, int] = {}
+        self.refs: dict[Any, Any] = {}  # relax Var → buffer index | tuple of refs | None (ignored)
+        self.last_use: dict[int, int] = {}  # root buffer index → last binding index
+        self.defined_at: dict[int, int] = {}
+        self.steps: list[dict[str, Any]] = []
+        self.tvm_storage_bytes = 0
+        self.input_roots: list[int] = []
+
+    # -- buffers -------------------------------------------------------------------------
+    def new_buffer(self, dtype: str, shape: tuple[int, ...], home: str, slot: int, root: int | None = None) -> int:
+        index = len(self.buffers)
+        self.buffers.append(
+            {"dtype": dtype, "shape": shape, "home": home, "slot": slot, "root": index if root is None else root}
+        )
+        return index
+
+    def root(self, index: int) -> int:
+        return self.buffers[index]["root"]
+
+    def use(self, ref: Any, step: int) -> None:
+        if isinstance(ref, tuple):
+            for item in ref:
+                self.use(item, step)
+        elif isinstance(ref, int):
+            root = self.root(ref)
+            self.last_use[root] = max(self.last_use.get(root, -1), step)
+
+    def constant(self, expr) -> int:
+        array = expr.value.numpy()
+        dtype = str(expr.value.dtype)
+        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        key = hashlib.sha256(dtype.encode() + repr(array.shape).encode() + data).hexdigest()
+        if key not in self.constant_ids:
+            index = len(self.constants)
+            self.constants.append(Constant(index, dtype, tuple(int(d) for d in array.shape), data))
+            self.constant_ids[key] = self.new_buffer(dtype, tuple(int(d) for d in array.shape), "constant", index)
+        return self.constant_ids[key]
+
+    # -- expressions -----------------------------------------------------------------------
+    def resolve(self, expr) -> Any:
+        import tvm
+        from tvm import relax
+
+        if isinstance(expr, relax.Var):
+            if expr not in self.refs:
+                raise ModelError(f"Lowered model refers to {expr.name!r} before defining it.")
+            return self.refs[expr]
+        if isinstance(expr, tvm.ir.expr.GenericConst) and hasattr(expr.value, "numpy"):
+            return self.constant(expr)
+        if isinstance(expr, relax.Tuple):
+            return tuple(self.resolve(field) for field in expr.fields)
+        raise ModelError(f"Lowered model uses an expression the driver cannot represent: {type(expr).__name__}.")
+
+    def bind(self, var, value, step: int) -> None:
+        import tvm
+        from tvm import relax
+
+        if isinstance(value, relax.Call):
+            op = value.op
+            if isinstance(op, tvm.ir.Op):
+                if op.name in IGNORED_OPS:
+                    if op.name == "relax.vm.alloc_storage":
+                        self.tvm_storage_bytes += int(value.args[0].values[0])
+                    self.refs[var] = None
+                    return
+                if op.name == "relax.vm.alloc_tensor":
+                    shape = tuple(int(d) for d in value.args[2].values)
+                    dtype = str(value.args[3].value)
+                    index = self.new_buffer(dtype, shape, "arena", 0)
+                    self.defined_at[index] = step
+                    self.refs[var] = index
+                    return
+                raise ModelError(f"Lowered model uses the Relax operator {op.name}, which the driver does not support.")
+            if isinstance(op, relax.ExternFunc):
+                name = str(op.global_symbol)
+                if name in IGNORED_PACKED:
+                    self.refs[var] = None
+                    return
+                if name == "vm.builtin.reshape":
+                    base = self.resolve(value.args[0])
+                    if not isinstance(base, int):
+                        raise ModelError("Lowered model reshapes something that is not a tensor.")
+                    self.use(base, step)
+                    shape = tuple(int(d) for d in value.args[1].values)
+                    info = self.buffers[base]
+                    self.refs[var] = self.new_buffer(
+                        info["dtype"], shape, info["home"], info["slot"], root=self.root(base)
+                    )
+                    return
+                raise ModelError(
+                    f"Lowered model calls the TVM runtime function {name!r}, which a standalone package "
+                    "does not have."
+                )
+            if isinstance(op, tvm.ir.GlobalVar):
+                self.call_kernel(op.name_hint, value.args, step)
+                self.refs[var] = None
+                return
+            raise ModelError(f"Lowered model calls {op!r}, which the driver does not support.")
+        if isinstance(value, relax.TupleGetItem):
+            whole = self.resolve(value.tuple_value)
+            self.refs[var] = whole[value.index]
+            return
+        self.refs[var] = self.resolve(value)
+
+    def call_kernel(self, name: str, args, step: int) -> None:
+        import tvm
+
+        symbol = self.lowered.kernel_symbols[name]
+        packed = []
+        for arg in args:
+            if isinstance(arg, tvm.tirx.IntImm):
+                packed.append(Arg("int", int(arg.value)))
+                continue
+            ref = self.resolve(arg)
+            if not isinstance(ref, int):
+                raise ModelError(f"Kernel {name} takes an argument the driver cannot pass ({type(arg).__name__}).")
+            self.use(ref, step)
+            packed.append(Arg("tensor", ref))
+        scratch = self.lowered.kernel_scratch.get(symbol, 0)
+        self.steps.append({"kernel": name, "symbol": symbol, "args": tuple(packed), "scratch": scratch, "at": step})
+
+    # -- the walk --------------------------------------------------------------------------
+    def run(self) -> PackagePlan:
+        from tvm import relax
+
+        main = self.lowered.main
+        for index, (param, signature) in enumerate(zip(main.params, self.imported.inputs, strict=True)):
+            buffer = self.new_buffer(signature.dtype, signature.shape, "input", index)
+            self.refs[param] = buffer
+            self.input_roots.append(buffer)
+            self.defined_at[buffer] = 0
+
+        body = main.body
+        step = 0
+        for block in body.blocks:
+            for binding in block.bindings:
+                step += 1
+                if not isinstance(binding, relax.VarBinding | relax.MatchCast):
+                    raise ModelError(f"Lowered model has a {type(binding).__name__}, which is not supported.")
+                self.bind(binding.var, binding.value, step)
+        end = step + 1
+
+        result = self.resolve(body.body)
+        output_refs = list(result) if len(self.imported.outputs) > 1 else [result]
+        if len(output_refs) != len(self.imported.outputs) or not all(isinstance(r, int) for r in output_refs):
+            raise ModelError("The lowered model does not return one tensor per declared output.")
+        for ref in output_refs:
+            self.use(ref, end)
+        return self.finish(output_refs, end)
+
+    def finish(self, output_refs: list[int], end: int) -> PackagePlan:
+        lifetimes = []
+        for index, info in enumerate(self.buffers):
+            if info["root"] == index and info["home"] == "arena":
+                first = self.defined_at[index]
+                last = self.last_use.get(index, first)
+                lifetimes.append(arena.Lifetime(f"t{index}", tensor_bytes(info["dtype"], info["shape"]), first, last))
+        for position, root in enumerate(self.input_roots):
+            info = self.buffers[root]
+            lifetimes.append(
+                arena.Lifetime(
+                    f"in{position}", tensor_bytes(info["dtype"], info["shape"]), 0, self.last_use.get(root, 0)
+                )
+            )
+        for position, step in enumerate(self.steps):
+            if step["scratch"]:
+                lifetimes.append(arena.Lifetime(f"s{position}", step["scratch"], step["at"], step["at"]))
+        offsets, total = arena.pack(lifetimes)
+
+        buffers = []
+        for index, info in enumerate(self.buffers):
+            slot = info["slot"]
+            if info["home"] == "arena":
+                slot = offsets[f"t{info['root']}"]
+            buffers.append(Buffer(index, info["dtype"], info["shape"], info["home"], slot))
+
+        inputs = _io_table(self.imported.inputs)
+        outputs = _io_table(self.imported.outputs)
+        for io, ref in zip(outputs, output_refs, strict=True):
+            held = self.buffers[ref]
+            if held["dtype"] != io.dtype or tensor_bytes(held["dtype"], held["shape"]) != io.nbytes:
+                raise ModelError(f"Output {io.name!r} does not match what the lowered model computes.")
+        steps = tuple(
+            Step(
+                kernel=s["kernel"],
+                symbol=s["symbol"],
+                args=s["args"],
+                scratch_offset=offsets.get(f"s{position}", 0),
+                scratch_bytes=s["scratch"],
+            )
+            for position, s in enumerate(self.steps)
+        )
+        return PackagePlan(
+            inputs=inputs,
+            outputs=outputs,
+            input_staging=tuple(offsets[f"in{i}"] for i in range(len(inputs))),
+            output_buffers=tuple(output_refs),
+            buffers=tuple(buffers),
+            constants=tuple(self.constants),
+            steps=steps,
+            arena_bytes=total,
+            tvm_storage_bytes=self.tvm_storage_bytes,
+        )
+
+
+def _io_table(signatures) -> tuple[IOTensor, ...]:
+    c_names = unique_identifiers([s.name for s in signatures])
+    return tuple(
+        IOTensor(index=i, name=s.name, c_name=c, dtype=s.dtype, shape=s.shape)
+        for i, (s, c) in enumerate(zip(signatures, c_names, strict=True))
+    )
+
+
+def build_plan(imported: ImportedModel, lowered: LoweredModel) -> PackagePlan:
+    return _Builder(lowered, imported).run()

@@ -1,0 +1,222 @@
+"""Small ONNX models built in code, one per behaviour the generator must handle.
+
+Each builder returns an ``onnx.ModelProto``; weights come from a seeded generator so the
+models (and the packages generated from them) are the same on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _const(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array, name)
+
+
+def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _float_info(name: str, shape: list[int | str]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def mlp() -> onnx.ModelProto:
+    """784-128-64-10 perceptron with ReLU and softmax."""
+    rng = _rng(1)
+    sizes = [784, 128, 64, 10]
+    nodes, inits = [], []
+    previous = "image"
+    for layer, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        w, b = f"w{layer}", f"b{layer}"
+        inits.append(_const(w, (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32)))
+        inits.append(_const(b, rng.standard_normal(fan_out).astype(np.float32) * 0.1))
+        nodes.append(helper.make_node("Gemm", [previous, w, b], [f"dense{layer}"], name=f"dense{layer}"))
+        previous = f"dense{layer}"
+        if layer < len(sizes) - 2:
+            nodes.append(helper.make_node("Relu", [previous], [f"relu{layer}"], name=f"relu{layer}"))
+            previous = f"relu{layer}"
+    nodes.append(helper.make_node("Softmax", [previous], ["probabilities"], axis=-1, name="softmax"))
+    graph = helper.make_graph(
+        nodes, "mlp", [_float_info("image", [1, 784])], [_float_info("probabilities", [1, 10])], inits
+    )
+    return _model(graph)
+
+
+def cnn() -> onnx.ModelProto:
+    """Conv → BatchNorm → ReLU → MaxPool → Conv → ReLU → GlobalAveragePool → Gemm → Softmax."""
+    rng = _rng(2)
+    inits = [
+        _const("conv1_w", (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)),
+        _const("conv1_b", (rng.standard_normal(8) * 0.1).astype(np.float32)),
+        _const("bn_scale", (1.0 + 0.1 * rng.standard_normal(8)).astype(np.float32)),
+        _const("bn_bias", (0.1 * rng.standard_normal(8)).astype(np.float32)),
+        _const("bn_mean", (0.1 * rng.standard_normal(8)).astype(np.float32)),
+        _const("bn_var", (1.0 + 0.1 * rng.random(8)).astype(np.float32)),
+        _const("conv2_w", (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)),
+        _const("fc_w", (rng.standard_normal((16, 5)) * 0.3).astype(np.float32)),
+        _const("fc_b", (rng.standard_normal(5) * 0.1).astype(np.float32)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["pixels", "conv1_w", "conv1_b"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node(
+            "BatchNormalization", ["c1", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["bn"], name="bn1"
+        ),
+        helper.make_node("Relu", ["bn"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+        helper.make_node("Conv", ["p1", "conv2_w"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv2"),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], name="fc"),
+        helper.make_node("Softmax", ["logits"], ["scores"], axis=-1, name="softmax"),
+    ]
+    graph = helper.make_graph(
+        nodes, "cnn", [_float_info("pixels", [1, 3, 32, 32])], [_float_info("scores", [1, 5])], inits
+    )
+    return _model(graph)
+
+
+def multi_io() -> onnx.ModelProto:
+    """Two inputs of different dtypes, three outputs of different shapes."""
+    rng = _rng(3)
+    inits = [_const("proj", rng.standard_normal((6, 4)).astype(np.float32))]
+    nodes = [
+        helper.make_node("MatMul", ["features", "proj"], ["projected"], name="project"),
+        helper.make_node("Cast", ["offsets"], ["offsets_f"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Add", ["projected", "offsets_f"], ["shifted"], name="shift"),
+        helper.make_node("Tanh", ["shifted"], ["activation"], name="tanh"),
+        helper.make_node("ReduceSum", ["activation"], ["total"], keepdims=0, name="sum"),
+        helper.make_node("Mul", ["offsets", "offsets"], ["offsets_squared"], name="square"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "multi_io",
+        [
+            _float_info("features", [3, 6]),
+            helper.make_tensor_value_info("offsets", TensorProto.INT32, [3, 4]),
+        ],
+        [
+            _float_info("activation", [3, 4]),
+            _float_info("total", []),
+            helper.make_tensor_value_info("offsets_squared", TensorProto.INT32, [3, 4]),
+        ],
+        inits,
+    )
+    return _model(graph)
+
+
+def reshape_view_output() -> onnx.ModelProto:
+    """One output is a reshape (a view, no kernel) of an intermediate that is also used later."""
+    rng = _rng(4)
+    inits = [
+        _const("w", rng.standard_normal((4, 6)).astype(np.float32)),
+        _const("flat_shape", np.array([2, 3, 4], dtype=np.int64)),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["hidden"], name="matmul"),
+        helper.make_node("Relu", ["hidden"], ["hidden_relu"], name="relu"),
+        helper.make_node("Reshape", ["hidden_relu", "flat_shape"], ["reshaped"], name="reshape"),
+        helper.make_node("Sigmoid", ["hidden_relu"], ["gate"], name="sigmoid"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "reshape_view",
+        [_float_info("x", [4, 4])],
+        [_float_info("reshaped", [2, 3, 4]), _float_info("gate", [4, 6])],
+        inits,
+    )
+    return _model(graph)
+
+
+def passthrough_and_constant() -> onnx.ModelProto:
+    """An output that is an input passed straight through, and an output that is a constant."""
+    rng = _rng(5)
+    table = rng.standard_normal((2, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Identity", ["x"], ["echo"], name="echo"),
+        helper.make_node("Exp", ["x"], ["exp_x"], name="exp"),
+        helper.make_node("Constant", [], ["table"], value=_const("table_value", table), name="table"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "passthrough",
+        [_float_info("x", [2, 5])],
+        [_float_info("echo", [2, 5]), _float_info("exp_x", [2, 5]), _float_info("table", [2, 3])],
+    )
+    return _model(graph)
+
+
+def awkward_names() -> onnx.ModelProto:
+    """Tensor names that are not C identifiers, and two that sanitise to the same one."""
+    nodes = [
+        helper.make_node("Add", ["input:0", "1"], ["a.b"], name="add"),
+        helper.make_node("Sub", ["input:0", "1"], ["a_b"], name="sub"),
+        helper.make_node("Mul", ["a.b", "a_b"], ["float"], name="mul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "awkward",
+        [_float_info("input:0", [2, 3]), _float_info("1", [2, 3])],
+        [_float_info("a.b", [2, 3]), _float_info("a_b", [2, 3]), _float_info("float", [2, 3])],
+    )
+    return _model(graph)
+
+
+def symbolic_batch() -> onnx.ModelProto:
+    """A dense layer whose batch dimension is symbolic (``N``)."""
+    rng = _rng(6)
+    inits = [
+        _const("w", rng.standard_normal((5, 3)).astype(np.float32)),
+        _const("b", rng.standard_normal(3).astype(np.float32)),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "b"], ["y0"], name="dense"),
+        helper.make_node("Relu", ["y0"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "symbolic", [_float_info("x", ["N", 5])], [_float_info("y", ["N", 3])], inits
+    )
+    return _model(graph)
+
+
+def unsupported_ops() -> onnx.ModelProto:
+    """Valid ONNX using operators that the importer cannot convert."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="fine"),
+        helper.make_node("StringNormalizer", ["s"], ["s2"], name="strings_here"),
+        helper.make_node("Det", ["r"], ["d"], name="determinant"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unsupported",
+        [_float_info("x", [3, 3]), helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+        [_float_info("d", []), helper.make_tensor_value_info("s2", TensorProto.STRING, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return model
+
+
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "mlp": mlp,
+    "cnn": cnn,
+    "multi_io": multi_io,
+    "reshape_view": reshape_view_output,
+    "passthrough": passthrough_and_constant,
+    "awkward_names": awkward_names,
+    "symbolic_batch": symbolic_batch,
+}
