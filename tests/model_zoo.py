@@ -220,3 +220,11 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "awkward_names": awkward_names,
     "symbolic_batch": symbolic_batch,
 }
+
+# Flags each zoo model needs on the command line.
+GEN_ARGS: dict[str, list[str]] = {"symbolic_batch": ["--input-shape", "x=3,5"]}
+
+
+def package_name(model: str) -> str:
+    """The package name tests give a zoo model: ``multi_io`` → ``MultiIo``."""
+    return "".join(part.capitalize() for part in model.split("_"))

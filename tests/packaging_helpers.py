@@ -1,0 +1,130 @@
+"""Drive the real tools the way a user does: relay2cmake gen, CMake, the compilers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_APPS = REPO / "sample_apps"
+WARNINGS = "-Wall -Wextra -Werror"
+
+
+def cmake() -> str:
+    """The cmake of the active environment (the PyPI wheel) before the system's."""
+    local = Path(sys.executable).parent / "cmake"
+    return str(local) if local.exists() else shutil.which("cmake") or "cmake"
+
+
+def ctest() -> str:
+    local = Path(sys.executable).parent / "ctest"
+    return str(local) if local.exists() else shutil.which("ctest") or "ctest"
+
+
+def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"command failed ({result.returncode}): {' '.join(map(str, cmd))}\n"
+            f"--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n{result.stderr[-4000:]}"
+        )
+    return result
+
+
+def relay2cmake(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "relay2cmake", *args], check=check)
+
+
+def configure_build(source: Path, build: Path, *definitions: str, generator: str = "Ninja") -> None:
+    gen = ["-G", generator] if shutil.which("ninja") else []
+    run([cmake(), "-S", source, "-B", build, *gen, "-DCMAKE_BUILD_TYPE=Release", *definitions])
+    run([cmake(), "--build", build, "--parallel", "2"])
+
+
+@dataclass(frozen=True)
+class BuiltPackage:
+    model: Path
+    name: str
+    prefix: str
+    source: Path  # the generated package
+    build: Path
+    install: Path  # install prefix
+
+    @property
+    def metadata(self) -> dict:
+        return json.loads((self.source / "metadata.json").read_text())
+
+
+def build_package(model: Path, work: Path, name: str, extra: list[str]) -> BuiltPackage:
+    source = work / "pkg"
+    relay2cmake("gen", str(model), "-o", str(source), "--name", name, *extra)
+    build, install = work / "build", work / "install"
+    configure_build(source, build, f"-DCMAKE_C_FLAGS={WARNINGS}")
+    run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+    run([cmake(), "--install", build, "--prefix", install])
+    return BuiltPackage(model, name, name.lower(), source, build, install)
+
+
+def write_inputs(directory: Path, arrays: list[np.ndarray]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, array in enumerate(arrays):
+        np.ascontiguousarray(array).tofile(directory / f"input_{index}.bin")
+
+
+def read_outputs(directory: Path, metadata: dict) -> list[np.ndarray]:
+    from relay2cmake.dtypes import numpy_dtype
+
+    return [
+        np.fromfile(directory / f"output_{i}.bin", dtype=numpy_dtype(o["dtype"])).reshape(o["shape"])
+        for i, o in enumerate(metadata["outputs"])
+    ]
+
+
+def random_inputs(metadata: dict, seed: int) -> list[np.ndarray]:
+    from relay2cmake.dtypes import numpy_dtype
+
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for spec in metadata["inputs"]:
+        dtype = numpy_dtype(spec["dtype"])
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(spec["shape"]).astype(dtype))
+        else:
+            arrays.append(rng.integers(-3, 4, spec["shape"]).astype(dtype))
+    return arrays
+
+
+def onnxruntime_outputs(model: Path, metadata: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feeds = {spec["name"]: array for spec, array in zip(metadata["inputs"], inputs, strict=True)}
+    return session.run([o["name"] for o in metadata["outputs"]], feeds)
+
+
+def build_sample_app(app: str, package: BuiltPackage, work: Path) -> Path:
+    build = work / f"{app}_build"
+    flags = f"-DCMAKE_{'CXX' if 'cpp' in app else 'C'}_FLAGS={WARNINGS}"
+    configure_build(
+        SAMPLE_APPS / app,
+        build,
+        f"-DMODEL_PACKAGE={package.name}",
+        f"-DMODEL_PREFIX={package.prefix}",
+        f"-DCMAKE_PREFIX_PATH={package.install}",
+        flags,
+    )
+    return build / app
+
+
+def clean_env() -> dict:
+    """An environment without the build's variables, as a user's shell would have."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CMAKE_")}

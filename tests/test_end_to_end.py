@@ -1,0 +1,92 @@
+"""gen → configure → build → ctest → install → sample app via find_package → run → compare
+with ONNX Runtime, for every model of the zoo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from model_zoo import MODELS
+from packaging_helpers import (
+    build_sample_app,
+    onnxruntime_outputs,
+    random_inputs,
+    read_outputs,
+    run,
+    write_inputs,
+)
+
+
+def _compare(ours: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    worst = 0.0
+    for mine, theirs in zip(ours, reference, strict=True):
+        theirs = np.asarray(theirs).astype(mine.dtype)
+        assert mine.shape == theirs.shape
+        if mine.dtype.kind == "f":
+            np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+            worst = max(worst, float(np.max(np.abs(mine - theirs), initial=0.0)))
+        else:
+            np.testing.assert_array_equal(mine, theirs)
+    return worst
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_c_consumer_matches_onnxruntime(model, built, tmp_path):
+    package = built(model)
+    app = build_sample_app("c_consumer", package, tmp_path)
+    inputs = random_inputs(package.metadata, seed=7)
+    write_inputs(tmp_path / "in", inputs)
+    (tmp_path / "out").mkdir()
+    run([app, tmp_path / "in", tmp_path / "out"])
+    ours = read_outputs(tmp_path / "out", package.metadata)
+    _compare(ours, onnxruntime_outputs(package.model, package.metadata, inputs))
+
+
+@pytest.mark.parametrize("model", ["cnn", "multi_io", "passthrough"])
+def test_cpp_consumer_matches_onnxruntime(model, built, tmp_path):
+    package = built(model)
+    app = build_sample_app("cpp_consumer", package, tmp_path)
+    inputs = random_inputs(package.metadata, seed=11)
+    write_inputs(tmp_path / "in", inputs)
+    (tmp_path / "out").mkdir()
+    run([app, tmp_path / "in", tmp_path / "out", "3"])
+    _compare(read_outputs(tmp_path / "out", package.metadata), onnxruntime_outputs(package.model, package.metadata, inputs))
+
+
+def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):
+    package = built("multi_io")
+    cli = package.install / "bin" / f"{package.prefix}_cli"
+    inputs = random_inputs(package.metadata, seed=3)
+    paths = []
+    for index, array in enumerate(inputs):
+        paths.append(tmp_path / f"in{index}.npy")
+        np.save(paths[-1], array)
+    result = run([cli, "--output-dir", tmp_path / "out", "--bench", "5", "--warmup", "1", *paths])
+    assert result.stdout.startswith("latency_ms min=")
+    ours = [np.load(tmp_path / "out" / f"output_{i}.npy") for i in range(len(package.metadata["outputs"]))]
+    _compare(ours, onnxruntime_outputs(package.model, package.metadata, inputs))
+
+
+def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
+    package = built("multi_io")
+    cli = package.install / "bin" / f"{package.prefix}_cli"
+    good = random_inputs(package.metadata, seed=3)
+    np.save(tmp_path / "f.npy", good[0])
+    np.save(tmp_path / "i.npy", good[1])
+    np.save(tmp_path / "wrong_dtype.npy", good[1].astype(np.int64))
+    np.save(tmp_path / "wrong_shape.npy", good[0].reshape(-1))
+    (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY\x01\x00garbage")
+
+    cases = {
+        "count": [tmp_path / "f.npy"],
+        "dtype": [tmp_path / "f.npy", tmp_path / "wrong_dtype.npy"],
+        "shape": [tmp_path / "wrong_shape.npy", tmp_path / "i.npy"],
+        "corrupt": [tmp_path / "corrupt.npy", tmp_path / "i.npy"],
+        "missing": [tmp_path / "absent.npy", tmp_path / "i.npy"],
+    }
+    for case, args in cases.items():
+        result = run([cli, "--output-dir", tmp_path / "out", *args], check=False)
+        assert result.returncode != 0, case
+        assert result.returncode < 128, f"{case}: crashed with signal"
+        assert f"{package.prefix}_cli" in result.stderr, case
+    shape_error = run([cli, *cases["shape"]], check=False).stderr
+    assert "'features' must be float32[3, 6]" in shape_error
