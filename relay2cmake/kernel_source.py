@@ -58,13 +58,15 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     return banner + _QUIET + body
 
 
-# TVM's C output declares what it may not use (strides, device ids, unused arguments).
+# TVM's C output declares what it may not use (strides, device ids, unused arguments), and
+# initialises reduction accumulators under "if (k == 0)", which gcc cannot prove.
 _QUIET = """#if defined(__clang__)
 #pragma clang diagnostic ignored "-Wunknown-warning-option"
 #endif
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wunused-variable"
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif

@@ -89,4 +89,4 @@ def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
         assert result.returncode < 128, f"{case}: crashed with signal"
         assert f"{package.prefix}_cli" in result.stderr, case
     shape_error = run([cli, *cases["shape"]], check=False).stderr
-    assert "'features' must be float32[3, 6]" in shape_error
+    assert "('features') must be float32[3, 6]" in shape_error
