@@ -112,6 +112,23 @@ def gen(
     _run(action)
 
 
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("relay2cmake-demo"), "--out", "-o", help="Working folder for the demo."),
+    force: bool = typer.Option(False, "--force", help="Use OUT even if it holds something else."),
+) -> None:
+    """Generate, build, install and run a package from the bundled sample model."""
+
+    def action() -> None:
+        from relay2cmake.demo import run_demo
+
+        seconds = run_demo(out, force, _progress)
+        timing = ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
+        typer.echo(f"Demo done in {sum(seconds.values()):.1f}s ({timing}). Everything is in {out}/.")
+
+    _run(action)
+
+
 def main() -> None:
     try:
         app()

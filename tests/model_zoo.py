@@ -194,20 +194,22 @@ def symbolic_batch() -> onnx.ModelProto:
 
 
 def unsupported_ops() -> onnx.ModelProto:
-    """Valid ONNX using operators that the importer cannot convert."""
+    """Valid ONNX using operators that TVM's importer cannot convert (Celu, Det, CumProd)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="fine"),
-        helper.make_node("StringNormalizer", ["s"], ["s2"], name="strings_here"),
-        helper.make_node("Det", ["r"], ["d"], name="determinant"),
+        helper.make_node("Celu", ["r"], ["c"], name="smooth_step"),
+        helper.make_node("Det", ["c"], ["d"], name="determinant"),
+        helper.make_node("CumProd", ["x", "axis"], ["p"], name="running_product"),
     ]
     graph = helper.make_graph(
         nodes,
         "unsupported",
-        [_float_info("x", [3, 3]), helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
-        [_float_info("d", []), helper.make_tensor_value_info("s2", TensorProto.STRING, [2])],
+        [_float_info("x", [3, 3])],
+        [_float_info("d", []), _float_info("p", [3, 3])],
+        [_const("axis", np.array(0, dtype=np.int64))],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    model.ir_version = 10
     return model
 
 

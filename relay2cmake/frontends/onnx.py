@@ -169,14 +169,14 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Importe
     max_opset = onnx.defs.onnx_opset_version()
     if opset > max_opset:
         raise ModelError(f"The model uses ONNX opset {opset}; the installed onnx knows opsets up to {max_opset}.")
-    inputs = _input_signatures(model, input_shapes)
-    output_names = _output_names(model)
     problems = unsupported_nodes(model)
     if problems:
         raise ModelError(
             f"The model uses {len(problems)} operator(s) that cannot be lowered: {'; '.join(problems)}. "
             "Replace them (or export the model without them) and run gen again."
         )
+    inputs = _input_signatures(model, input_shapes)
+    output_names = _output_names(model)
 
     from tvm.relax.frontend.onnx import from_onnx
 

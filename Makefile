@@ -1,0 +1,36 @@
+# Two commands do everything on a fresh machine (see README.md):
+#   make demo   - install into .venv, then generate, build, install and run the sample model
+#   make test   - install into .venv with the test extras, then run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-all lint system-deps
+
+demo: $(VENV)/.installed
+	$(BIN)/relay2cmake demo --out relay2cmake-demo
+
+test: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest -m "not slow"
+
+test-all: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check relay2cmake tests tools benchmarks
+	$(BIN)/ruff format --check relay2cmake tests tools benchmarks
+
+system-deps:
+	@bash tools/install_system_deps.sh
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(VENV)/.installed $@

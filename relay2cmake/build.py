@@ -1,0 +1,54 @@
+"""Run CMake the way a user would: configure, build, test, install. Used by ``demo``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from relay2cmake.errors import BuildError
+
+
+def tool(name: str) -> str:
+    """A tool from this Python environment (the cmake wheel) or else from PATH."""
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise BuildError(f"{name} is not installed; install it (pip install cmake) and try again.")
+    return found
+
+
+def _run(command: list[str], what: str) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        log = (result.stdout + result.stderr).strip().splitlines()
+        tail = "\n".join(log[-25:])
+        raise BuildError(f"{what} failed (exit code {result.returncode}):\n{tail}")
+    return result.stdout
+
+
+def configure(source: Path, build: Path, *definitions: str) -> None:
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    _run(
+        [tool("cmake"), "-S", str(source), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release", *definitions],
+        f"Configuring {source.name}",
+    )
+
+
+def build(build_dir: Path) -> None:
+    _run([tool("cmake"), "--build", str(build_dir), "--parallel"], f"Building {build_dir.name}")
+
+
+def test(build_dir: Path) -> str:
+    return _run([tool("ctest"), "--test-dir", str(build_dir), "--output-on-failure", "--no-tests=error"], "ctest")
+
+
+def install(build_dir: Path, prefix: Path) -> None:
+    _run([tool("cmake"), "--install", str(build_dir), "--prefix", str(prefix)], "Installing")
+
+
+def run_program(program: Path) -> str:
+    return _run([str(program)], program.name)

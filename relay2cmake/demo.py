@@ -1,0 +1,57 @@
+"""``relay2cmake demo``: the whole user journey on the bundled sample model.
+
+gen → CMake build → ctest (golden) → install to a prefix → build an application that uses
+find_package(Digits) → run it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from relay2cmake import build
+from relay2cmake.errors import UserError
+from relay2cmake.generate import GenerateOptions, generate
+from relay2cmake.samples import DEMO_APP, DIGITS_MODEL
+
+MARKER = ".relay2cmake-demo"
+
+
+def _prepare(out: Path, force: bool) -> None:
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists() and not force:
+        raise UserError(f"{str(out)!r} is not empty and is not a previous demo; choose another -o or pass --force.")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("made by relay2cmake demo; safe to delete\n")
+
+
+def run_demo(out: Path, force: bool, progress: Callable[[str], None]) -> dict[str, float]:
+    _prepare(out, force)
+    seconds: dict[str, float] = {}
+    package, build_dir, prefix = out / "package", out / "build", out / "install"
+    app_build = out / "app-build"
+
+    def step(label: str, message: str, work):
+        progress(message)
+        start = time.perf_counter()
+        result = work()
+        seconds[label] = time.perf_counter() - start
+        return result
+
+    step("generate", f"relay2cmake gen {DIGITS_MODEL.name} -o {package} --name Digits", lambda: generate(
+        GenerateOptions(model=DIGITS_MODEL, out=package, name="Digits", force=True)
+    ))
+    step("build", "Building the package with CMake", lambda: (build.configure(package, build_dir), build.build(build_dir)))
+    step("test", "Running its golden test (ctest)", lambda: build.test(build_dir))
+    step("install", f"Installing to {prefix}", lambda: build.install(build_dir, prefix))
+    step(
+        "app",
+        "Building an application with find_package(Digits)",
+        lambda: (build.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"), build.build(app_build)),
+    )
+    output = step("run", "Running it", lambda: build.run_program(app_build / "digits_demo"))
+    print(output.rstrip())
+    return seconds

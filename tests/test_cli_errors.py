@@ -1,0 +1,119 @@
+"""Bad input gets exit code 1, one clear message, no traceback, and nothing clobbered."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from model_zoo import mlp, symbolic_batch
+from packaging_helpers import relay2cmake
+
+
+def _fails_cleanly(*args: str) -> str:
+    result = relay2cmake(*args, check=False)
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("error: ") == 1, result.stderr
+    return result.stderr.split("error: ", 1)[1]
+
+
+@pytest.fixture()
+def mlp_path(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), str(path))
+    return path
+
+
+def test_missing_file(tmp_path):
+    assert "does not exist" in _fails_cleanly("gen", str(tmp_path / "nope.onnx"), "-o", str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_directory_instead_of_file(tmp_path):
+    assert "is a directory" in _fails_cleanly("gen", str(tmp_path), "-o", str(tmp_path / "out"))
+
+
+def test_empty_and_random_files(tmp_path):
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert "is empty" in _fails_cleanly("gen", str(tmp_path / "empty.onnx"), "-o", str(tmp_path / "o1"))
+    (tmp_path / "random.onnx").write_bytes(bytes(range(256)) * 3)
+    assert "not a readable ONNX model" in _fails_cleanly("gen", str(tmp_path / "random.onnx"), "-o", str(tmp_path / "o2"))
+
+
+def test_truncated_model(mlp_path, tmp_path):
+    data = mlp_path.read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
+    message = _fails_cleanly("gen", str(tmp_path / "cut.onnx"), "-o", str(tmp_path / "out"))
+    assert "ONNX" in message
+
+
+def test_unknown_extension(tmp_path):
+    (tmp_path / "model.tflite").write_bytes(b"x")
+    assert "Cannot tell the format" in _fails_cleanly("gen", str(tmp_path / "model.tflite"), "-o", str(tmp_path / "o"))
+
+
+def test_unsupported_operators_are_all_named(zoo_dir, tmp_path):
+    message = _fails_cleanly("gen", str(zoo_dir / "unsupported.onnx"), "-o", str(tmp_path / "out"))
+    for expected in ("Celu (smooth_step)", "Det (determinant)", "CumProd (running_product)", "3 operator(s)"):
+        assert expected in message
+    assert "Relu" not in message
+
+
+def test_symbolic_dimension_needs_input_shape(tmp_path):
+    onnx.save(symbolic_batch(), str(tmp_path / "s.onnx"))
+    message = _fails_cleanly("gen", str(tmp_path / "s.onnx"), "-o", str(tmp_path / "out"))
+    assert "Input 'x' has a symbolic dimension 0 ('N'" in message
+    assert "--input-shape x=1,5" in message
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("image=1", "has 1 dimensions but the input has 2"),
+        ("image", "is not NAME=D0,D1"),
+        ("image=1,x", "whole numbers"),
+        ("image=1,0", "must be positive"),
+        ("nothere=1,784", "which is not an input of this model"),
+        ("image=2,784", "the model fixes it to 1"),
+    ],
+)
+def test_bad_input_shapes(mlp_path, tmp_path, flag, expected):
+    assert expected in _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "out"), "--input-shape", flag)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--name", "9lives"], "not a valid package name"),
+        (["--name", "has-dash"], "not a valid package name"),
+        (["--name", "Int"], "reserved word"),
+        (["--version", "1.x"], "is not a version CMake accepts"),
+    ],
+)
+def test_bad_names_and_versions(mlp_path, tmp_path, args, expected):
+    assert expected in _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "out"), *args)
+
+
+def test_non_empty_output_is_not_clobbered_without_force(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    assert "--force" in _fails_cleanly("gen", str(mlp_path), "-o", str(out))
+    assert (out / "precious.txt").read_text() == "keep me"
+    relay2cmake("gen", str(mlp_path), "-o", str(out), "--force")
+    assert not (out / "precious.txt").exists()
+    assert (out / "CMakeLists.txt").exists()
+
+
+def test_failed_generation_leaves_existing_output_untouched(zoo_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    _fails_cleanly("gen", str(zoo_dir / "unsupported.onnx"), "-o", str(out), "--force")
+    assert (out / "precious.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"], "no staging folders left behind"
+
+
+def test_usage_errors_exit_2_and_version_works():
+    assert relay2cmake("gen", check=False).returncode == 2
+    result = relay2cmake("--version")
+    assert result.stdout.startswith("relay2cmake ")

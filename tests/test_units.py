@@ -1,0 +1,114 @@
+"""Unit tests: naming, arena packing, weight shards, the plan of small models."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from relay2cmake import arena, naming
+from relay2cmake.emit import weights
+from relay2cmake.plan import Constant
+
+
+def test_identifiers_are_unique_valid_and_stable():
+    names = ["input:0", "1", "a.b", "a_b", "float", "A_B", "_x", "class", "ok"]
+    result = naming.unique_identifiers(names)
+    assert result == ["input_0", "t_1", "a_b_2", "a_b", "float_", "A_B_3", "t_x", "class_", "ok"]
+    assert len({r.upper() for r in result}) == len(result)
+    assert naming.unique_identifiers(names) == result
+
+
+def test_package_names_and_prefix():
+    assert naming.package_name_from_path("resnet-50_v2") == "Resnet50V2"
+    assert naming.package_name_from_path("3d-unet") == "Model3dUnet"
+    assert naming.c_prefix("MyModel") == "mymodel"
+
+
+def test_c_string_literal_escapes():
+    assert naming.c_string_literal('a"b\\c?') == '"a\\"b\\\\c\\077"'
+    assert naming.comment_text("x*/y") == "x* /y"
+
+
+def _overlaps(a, b, offsets):
+    live_together = a.first <= b.last and b.first <= a.last
+    start_a, start_b = offsets[a.key], offsets[b.key]
+    disjoint = start_a + a.size <= start_b or start_b + b.size <= start_a
+    return live_together and not disjoint
+
+
+def test_arena_never_overlaps_live_buffers_and_reuses_dead_ones():
+    rng = np.random.default_rng(0)
+    lifetimes = []
+    for i in range(60):
+        first = int(rng.integers(0, 50))
+        lifetimes.append(arena.Lifetime(f"b{i}", int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 8))))
+    offsets, total = arena.pack(lifetimes)
+    for a, b in itertools.combinations(lifetimes, 2):
+        assert not _overlaps(a, b, offsets), (a, b)
+    assert all(offset % arena.ALIGNMENT == 0 for offset in offsets.values())
+    assert total < sum(arena.align_up(lt.size) for lt in lifetimes)
+    peak = max(
+        sum(arena.align_up(lt.size) for lt in lifetimes if lt.first <= t <= lt.last) for t in range(60)
+    )
+    assert peak <= total
+
+
+def test_weight_shards_align_every_constant():
+    constants = tuple(Constant(i, "float32", (n,), bytes(range(4)) * n) for i, n in enumerate([3, 17, 1, 64]))
+    shards, placements = weights.layout(constants)
+    assert len(shards) == 1
+    for constant, place in zip(constants, placements, strict=True):
+        assert place.offset % 64 == 0
+        assert shards[0].data[place.offset : place.offset + len(constant.data)] == constant.data
+    source = weights.shard_source("m", shards[0], "/* x */\n")
+    assert f"m_weights_0[{len(shards[0].data) + 1}]" in source
+
+
+def test_weight_shards_split_large_models(monkeypatch):
+    monkeypatch.setattr(weights, "SHARD_BYTES", 1000)
+    constants = tuple(Constant(i, "uint8", (600,), b"\1" * 600) for i in range(3))
+    shards, placements = weights.layout(constants)
+    assert [p.shard for p in placements] == [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def plans(zoo_dir):
+    from relay2cmake.frontends import import_model
+    from relay2cmake.lowering import lower
+    from relay2cmake.plan import build_plan
+
+    def plan_of(model: str, shapes=None):
+        imported = import_model(zoo_dir / f"{model}.onnx", shapes or {})
+        return build_plan(imported, lower(imported.module, "t"))
+
+    return plan_of
+
+
+def test_plan_reshape_output_is_a_view(plans):
+    plan = plans("reshape_view")
+    reshaped = plan.buffers[plan.output_buffers[0]]
+    assert reshaped.shape == (2, 3, 4)
+    sources = [b for b in plan.buffers if b.home == "arena" and b.slot == reshaped.slot and b.shape == (4, 6)]
+    assert sources, "the reshape shares its data with the (4, 6) intermediate"
+    assert len(plan.steps) == 2, "no kernel is spent on the reshape"
+
+
+def test_plan_passthrough_and_constant_outputs(plans):
+    plan = plans("passthrough")
+    echo, exp_x, table = (plan.buffers[i] for i in plan.output_buffers)
+    assert (echo.home, echo.slot) == ("input", 0)
+    assert exp_x.home == "arena"
+    assert table.home == "constant" and plan.constants[table.slot].shape == (2, 3)
+
+
+def test_plan_arena_beats_the_sum_of_buffers(plans):
+    plan = plans("cnn")
+    scratch = sum(s.scratch_bytes for s in plan.steps)
+    every_buffer = sum(
+        arena.align_up(b.shape and int(np.prod(b.shape)) * 4 or 4) for b in plan.buffers if b.home == "arena"
+    )
+    assert plan.arena_bytes < every_buffer + scratch
+    assert any(s.scratch_bytes for s in plan.steps), "the CNN's convolutions use kernel scratch"
+    assert all(s.scratch_offset % 64 == 0 for s in plan.steps)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The system tools the tests compile with: a C/C++ compiler pair other than gcc (clang),
+# ninja, and binutils' nm. Installs what is missing when run as root on Debian/Ubuntu;
+# otherwise says what to install (the tests that need it are then skipped, with a reason).
+set -euo pipefail
+missing=()
+command -v clang >/dev/null || missing+=(clang)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v nm >/dev/null || missing+=(binutils)
+command -v g++ >/dev/null || missing+=(g++)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing ${missing[*]} with apt-get" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "warning: please install ${missing[*]}; tests that need them will be skipped" >&2
+fi
