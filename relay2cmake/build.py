@@ -33,7 +33,16 @@ def _run(command: list[str], what: str) -> str:
 def configure(source: Path, build: Path, *definitions: str) -> None:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     _run(
-        [tool("cmake"), "-S", str(source), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release", *definitions],
+        [
+            tool("cmake"),
+            "-S",
+            str(source),
+            "-B",
+            str(build),
+            *generator,
+            "-DCMAKE_BUILD_TYPE=Release",
+            *definitions,
+        ],
         f"Configuring {source.name}",
     )
 
@@ -43,7 +52,9 @@ def build(build_dir: Path) -> None:
 
 
 def test(build_dir: Path) -> str:
-    return _run([tool("ctest"), "--test-dir", str(build_dir), "--output-on-failure", "--no-tests=error"], "ctest")
+    return _run(
+        [tool("ctest"), "--test-dir", str(build_dir), "--output-on-failure", "--no-tests=error"], "ctest"
+    )
 
 
 def install(build_dir: Path, prefix: Path) -> None:

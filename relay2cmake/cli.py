@@ -28,7 +28,9 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only errors and the final result."),
 ) -> None:
@@ -46,11 +48,15 @@ def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
     for value in values:
         name, sep, dims = value.rpartition("=")
         if not sep or not name:
-            raise UserError(f"--input-shape {value!r} is not NAME=D0,D1,... (for example --input-shape x=1,3,224,224).")
+            raise UserError(
+                f"--input-shape {value!r} is not NAME=D0,D1,... (for example --input-shape x=1,3,224,224)."
+            )
         try:
             shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
         except ValueError:
-            raise UserError(f"--input-shape {value!r}: dimensions must be whole numbers separated by commas.") from None
+            raise UserError(
+                f"--input-shape {value!r}: dimensions must be whole numbers separated by commas."
+            ) from None
         if any(d <= 0 for d in shape):
             raise UserError(f"--input-shape {value!r}: dimensions must be positive.")
         if name in shapes:
@@ -75,7 +81,9 @@ def _run(action) -> None:
 @app.command()
 def gen(
     model: Path = typer.Argument(..., help="Model file (.onnx)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the package to (must be empty or absent)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder to write the package to (must be empty or absent)."
+    ),
     name: str | None = typer.Option(None, "--name", help="CMake package name (default: from the file name)."),
     version: str = typer.Option("1.0.0", "--version", help="Package version X.Y.Z."),
     input_shape: list[str] = typer.Option(
@@ -137,5 +145,7 @@ def main() -> None:
     except Exception as exc:  # a bug of ours: say so plainly, keep the traceback for --debug
         if "--debug" in sys.argv:
             raise
-        typer.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
+        typer.echo(
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True
+        )
         sys.exit(1)

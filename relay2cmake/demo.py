@@ -21,7 +21,9 @@ MARKER = ".relay2cmake-demo"
 
 def _prepare(out: Path, force: bool) -> None:
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists() and not force:
-        raise UserError(f"{str(out)!r} is not empty and is not a previous demo; choose another -o or pass --force.")
+        raise UserError(
+            f"{str(out)!r} is not empty and is not a previous demo; choose another -o or pass --force."
+        )
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -41,16 +43,25 @@ def run_demo(out: Path, force: bool, progress: Callable[[str], None]) -> dict[st
         seconds[label] = time.perf_counter() - start
         return result
 
-    step("generate", f"relay2cmake gen {DIGITS_MODEL.name} -o {package} --name Digits", lambda: generate(
-        GenerateOptions(model=DIGITS_MODEL, out=package, name="Digits", force=True)
-    ))
-    step("build", "Building the package with CMake", lambda: (build.configure(package, build_dir), build.build(build_dir)))
+    step(
+        "generate",
+        f"relay2cmake gen {DIGITS_MODEL.name} -o {package} --name Digits",
+        lambda: generate(GenerateOptions(model=DIGITS_MODEL, out=package, name="Digits", force=True)),
+    )
+    step(
+        "build",
+        "Building the package with CMake",
+        lambda: (build.configure(package, build_dir), build.build(build_dir)),
+    )
     step("test", "Running its golden test (ctest)", lambda: build.test(build_dir))
     step("install", f"Installing to {prefix}", lambda: build.install(build_dir, prefix))
     step(
         "app",
         "Building an application with find_package(Digits)",
-        lambda: (build.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"), build.build(app_build)),
+        lambda: (
+            build.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"),
+            build.build(app_build),
+        ),
     )
     output = step("run", "Running it", lambda: build.run_program(app_build / "digits_demo"))
     print(output.rstrip())

@@ -53,8 +53,16 @@ def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent
         seconds[label] = time.perf_counter() - start
         return result
 
-    imported = timed("import", f"Importing {options.model.name}", lambda: import_model(options.model, options.input_shapes or {}))
-    lowered = timed("lower", f"Lowering with TVM (target {options.target})", lambda: lower(imported.module, prefix, options.target))
+    imported = timed(
+        "import",
+        f"Importing {options.model.name}",
+        lambda: import_model(options.model, options.input_shapes or {}),
+    )
+    lowered = timed(
+        "lower",
+        f"Lowering with TVM (target {options.target})",
+        lambda: lower(imported.module, prefix, options.target),
+    )
     plan = timed("plan", "Planning memory", lambda: build_plan(imported, lowered))
     reference = timed("golden", "Computing golden outputs", lambda: golden.compute(options.model, imported))
     identity = PackageIdentity(
@@ -66,7 +74,9 @@ def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent
         target=options.target,
     )
     files = timed(
-        "render", "Rendering the package", lambda: render_package(identity, plan, lowered, reference, imported.operators)
+        "render",
+        "Rendering the package",
+        lambda: render_package(identity, plan, lowered, reference, imported.operators),
     )
     timed("write", f"Writing {options.out}", lambda: write_package(options.out, files, options.force))
     return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds)

@@ -91,7 +91,9 @@ def compute(model_path: Path, imported: ImportedModel) -> GoldenData:
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            outputs = _onnx_reference(model_path, imported, inputs) if imported.source_format == "onnx" else None
+            outputs = (
+                _onnx_reference(model_path, imported, inputs) if imported.source_format == "onnx" else None
+            )
     except Exception:
         outputs = None
     if outputs is None:
@@ -99,7 +101,9 @@ def compute(model_path: Path, imported: ImportedModel) -> GoldenData:
         try:
             outputs = tvm_vm_reference(imported, inputs)
         except Exception as exc:
-            raise ModelError(f"Cannot compute golden outputs for this model: {type(exc).__name__}: {exc}") from None
+            raise ModelError(
+                f"Cannot compute golden outputs for this model: {type(exc).__name__}: {exc}"
+            ) from None
     expected = []
     for signature, array in zip(imported.outputs, outputs, strict=True):
         want = numpy_dtype(signature.dtype)

@@ -73,8 +73,13 @@ def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
             library = tvm.tirx.build(prims, target=target)
         except Exception as exc:
             message = " ".join(str(exc).split())[:800]
-            raise ModelError(f"TVM could not generate code for this model: {type(exc).__name__}: {message}") from None
+            raise ModelError(
+                f"TVM could not generate code for this model: {type(exc).__name__}: {message}"
+            ) from None
     source = library.inspect_source()
     return LoweredModel(
-        main=main, kernel_symbols=symbols, kernel_source=source, kernel_scratch=kernel_source.scratch_bytes(source)
+        main=main,
+        kernel_symbols=symbols,
+        kernel_source=source,
+        kernel_scratch=kernel_source.scratch_bytes(source),
     )

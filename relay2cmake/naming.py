@@ -47,7 +47,9 @@ def check_package_name(name: str) -> str:
             "underscores, starting with a letter (for example --name MyModel)."
         )
     if c_prefix(name) in RESERVED:
-        raise UserError(f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a reserved word; choose another.")
+        raise UserError(
+            f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a reserved word; choose another."
+        )
     return name
 
 

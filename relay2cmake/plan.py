@@ -119,10 +119,18 @@ class _Builder:
         self.input_roots: list[int] = []
 
     # -- buffers -------------------------------------------------------------------------
-    def new_buffer(self, dtype: str, shape: tuple[int, ...], home: str, slot: int, root: int | None = None) -> int:
+    def new_buffer(
+        self, dtype: str, shape: tuple[int, ...], home: str, slot: int, root: int | None = None
+    ) -> int:
         index = len(self.buffers)
         self.buffers.append(
-            {"dtype": dtype, "shape": shape, "home": home, "slot": slot, "root": index if root is None else root}
+            {
+                "dtype": dtype,
+                "shape": shape,
+                "home": home,
+                "slot": slot,
+                "root": index if root is None else root,
+            }
         )
         return index
 
@@ -145,7 +153,9 @@ class _Builder:
         if key not in self.constant_ids:
             index = len(self.constants)
             self.constants.append(Constant(index, dtype, tuple(int(d) for d in array.shape), data))
-            self.constant_ids[key] = self.new_buffer(dtype, tuple(int(d) for d in array.shape), "constant", index)
+            self.constant_ids[key] = self.new_buffer(
+                dtype, tuple(int(d) for d in array.shape), "constant", index
+            )
         return self.constant_ids[key]
 
     # -- expressions -----------------------------------------------------------------------
@@ -161,7 +171,9 @@ class _Builder:
             return self.constant(expr)
         if isinstance(expr, relax.Tuple):
             return tuple(self.resolve(field) for field in expr.fields)
-        raise ModelError(f"Lowered model uses an expression the driver cannot represent: {type(expr).__name__}.")
+        raise ModelError(
+            f"Lowered model uses an expression the driver cannot represent: {type(expr).__name__}."
+        )
 
     def bind(self, var, value, step: int) -> None:
         import tvm
@@ -182,7 +194,9 @@ class _Builder:
                     self.defined_at[index] = step
                     self.refs[var] = index
                     return
-                raise ModelError(f"Lowered model uses the Relax operator {op.name}, which the driver does not support.")
+                raise ModelError(
+                    f"Lowered model uses the Relax operator {op.name}, which the driver does not support."
+                )
             if isinstance(op, relax.ExternFunc):
                 name = str(op.global_symbol)
                 if name in IGNORED_PACKED:
@@ -225,11 +239,15 @@ class _Builder:
                 continue
             ref = self.resolve(arg)
             if not isinstance(ref, int):
-                raise ModelError(f"Kernel {name} takes an argument the driver cannot pass ({type(arg).__name__}).")
+                raise ModelError(
+                    f"Kernel {name} takes an argument the driver cannot pass ({type(arg).__name__})."
+                )
             self.use(ref, step)
             packed.append(Arg("tensor", ref))
         scratch = self.lowered.kernel_scratch.get(symbol, 0)
-        self.steps.append({"kernel": name, "symbol": symbol, "args": tuple(packed), "scratch": scratch, "at": step})
+        self.steps.append(
+            {"kernel": name, "symbol": symbol, "args": tuple(packed), "scratch": scratch, "at": step}
+        )
 
     # -- the walk --------------------------------------------------------------------------
     def run(self) -> PackagePlan:
@@ -266,7 +284,9 @@ class _Builder:
             if info["root"] == index and info["home"] == "arena":
                 first = self.defined_at[index]
                 last = self.last_use.get(index, first)
-                lifetimes.append(arena.Lifetime(f"t{index}", tensor_bytes(info["dtype"], info["shape"]), first, last))
+                lifetimes.append(
+                    arena.Lifetime(f"t{index}", tensor_bytes(info["dtype"], info["shape"]), first, last)
+                )
         for position, root in enumerate(self.input_roots):
             info = self.buffers[root]
             lifetimes.append(

@@ -8,8 +8,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import model_zoo  # noqa: E402
-from packaging_helpers import BuiltPackage, build_package  # noqa: E402
+import model_zoo
+from packaging_helpers import BuiltPackage, build_package
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +33,10 @@ def built(zoo_dir, tmp_path_factory):
         if model not in _built:
             extra = model_zoo.GEN_ARGS.get(model, [])
             _built[model] = build_package(
-                zoo_dir / f"{model}.onnx", tmp_path_factory.mktemp(f"pkg_{model}"), model_zoo.package_name(model), extra
+                zoo_dir / f"{model}.onnx",
+                tmp_path_factory.mktemp(f"pkg_{model}"),
+                model_zoo.package_name(model),
+                extra,
             )
         return _built[model]
 

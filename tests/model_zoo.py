@@ -6,6 +6,7 @@ models (and the packages generated from them) are the same on every run.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -40,7 +41,7 @@ def mlp() -> onnx.ModelProto:
     sizes = [784, 128, 64, 10]
     nodes, inits = [], []
     previous = "image"
-    for layer, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+    for layer, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         w, b = f"w{layer}", f"b{layer}"
         inits.append(_const(w, (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32)))
         inits.append(_const(b, rng.standard_normal(fan_out).astype(np.float32) * 0.1))

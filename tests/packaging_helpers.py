@@ -28,7 +28,9 @@ def ctest() -> str:
     return str(local) if local.exists() else shutil.which("ctest") or "ctest"
 
 
-def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], cwd: Path | None = None, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )

@@ -36,7 +36,9 @@ def test_empty_and_random_files(tmp_path):
     (tmp_path / "empty.onnx").write_bytes(b"")
     assert "is empty" in _fails_cleanly("gen", str(tmp_path / "empty.onnx"), "-o", str(tmp_path / "o1"))
     (tmp_path / "random.onnx").write_bytes(bytes(range(256)) * 3)
-    assert "not a readable ONNX model" in _fails_cleanly("gen", str(tmp_path / "random.onnx"), "-o", str(tmp_path / "o2"))
+    assert "not a readable ONNX model" in _fails_cleanly(
+        "gen", str(tmp_path / "random.onnx"), "-o", str(tmp_path / "o2")
+    )
 
 
 def test_truncated_model(mlp_path, tmp_path):
@@ -48,7 +50,9 @@ def test_truncated_model(mlp_path, tmp_path):
 
 def test_unknown_extension(tmp_path):
     (tmp_path / "model.tflite").write_bytes(b"x")
-    assert "Cannot tell the format" in _fails_cleanly("gen", str(tmp_path / "model.tflite"), "-o", str(tmp_path / "o"))
+    assert "Cannot tell the format" in _fails_cleanly(
+        "gen", str(tmp_path / "model.tflite"), "-o", str(tmp_path / "o")
+    )
 
 
 def test_unsupported_operators_are_all_named(zoo_dir, tmp_path):
@@ -77,7 +81,9 @@ def test_symbolic_dimension_needs_input_shape(tmp_path):
     ],
 )
 def test_bad_input_shapes(mlp_path, tmp_path, flag, expected):
-    assert expected in _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "out"), "--input-shape", flag)
+    assert expected in _fails_cleanly(
+        "gen", str(mlp_path), "-o", str(tmp_path / "out"), "--input-shape", flag
+    )
 
 
 @pytest.mark.parametrize(

@@ -77,9 +77,12 @@ int main(int, char** argv) {
   multiio::Model moved = std::move(fixed);
   multiio::OutputVectors again = moved.run({features, offsets});
   if (again.activation != out.activation) return 5;
-  std::ofstream(argv[3], std::ios::binary).write(reinterpret_cast<const char*>(out.activation.data()), out.activation.size() * 4);
-  std::ofstream(argv[4], std::ios::binary).write(reinterpret_cast<const char*>(&out.total[0]), 4);
-  std::ofstream(argv[5], std::ios::binary).write(reinterpret_cast<const char*>(out.offsets_squared.data()), out.offsets_squared.size() * 4);
+  auto save = [](const char* path, const void* data, std::size_t bytes) {
+    std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), bytes);
+  };
+  save(argv[3], out.activation.data(), out.activation.size() * 4);
+  save(argv[4], out.total.data(), 4);
+  save(argv[5], out.offsets_squared.data(), out.offsets_squared.size() * 4);
   return 0;
 }
 """
@@ -114,6 +117,8 @@ def test_cpp_wrapper_named_accessors(compiler, standard, built, tmp_path):
         array.tofile(path)
     run([exe, *paths])
     expected = onnxruntime_outputs(package.model, package.metadata, inputs)
-    np.testing.assert_allclose(np.fromfile(paths[2], np.float32).reshape(3, 4), expected[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np.fromfile(paths[2], np.float32).reshape(3, 4), expected[0], rtol=1e-4, atol=1e-5
+    )
     np.testing.assert_allclose(np.fromfile(paths[3], np.float32)[0], expected[1], rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(np.fromfile(paths[4], np.int32).reshape(3, 4), expected[2])

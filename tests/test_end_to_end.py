@@ -49,7 +49,10 @@ def test_cpp_consumer_matches_onnxruntime(model, built, tmp_path):
     write_inputs(tmp_path / "in", inputs)
     (tmp_path / "out").mkdir()
     run([app, tmp_path / "in", tmp_path / "out", "3"])
-    _compare(read_outputs(tmp_path / "out", package.metadata), onnxruntime_outputs(package.model, package.metadata, inputs))
+    _compare(
+        read_outputs(tmp_path / "out", package.metadata),
+        onnxruntime_outputs(package.model, package.metadata, inputs),
+    )
 
 
 def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):

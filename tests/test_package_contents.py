@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from packaging_helpers import configure_build, relay2cmake, run
 
+
 def _system_library_symbols() -> set[str]:
     """What libc and libm define, the linker's GOT symbol, and glibc's thread-local accessor
     (in ld.so; the runtime keeps its per-thread current context in a thread-local)."""
@@ -44,7 +45,9 @@ def test_static_library_needs_only_libc_and_libm(model, built):
     undefined = _undefined_symbols(library)
     assert undefined, "nm saw no undefined symbols at all: the check itself is broken"
     assert not {s for s in undefined if "tvm" in s.lower() or "dlopen" in s or "TVM" in s}
-    assert undefined <= ALLOWED_UNDEFINED, f"unexpected undefined symbols: {sorted(undefined - ALLOWED_UNDEFINED)}"
+    assert undefined <= ALLOWED_UNDEFINED, (
+        f"unexpected undefined symbols: {sorted(undefined - ALLOWED_UNDEFINED)}"
+    )
 
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) is needed")
@@ -72,7 +75,9 @@ def test_generation_is_deterministic_across_runs_and_paths(zoo_dir, tmp_path):
 
 def _assert_same_tree(comparison: filecmp.dircmp) -> None:
     assert not comparison.left_only and not comparison.right_only
-    _, mismatch, errors = filecmp.cmpfiles(comparison.left, comparison.right, comparison.common_files, shallow=False)
+    _, mismatch, errors = filecmp.cmpfiles(
+        comparison.left, comparison.right, comparison.common_files, shallow=False
+    )
     assert not mismatch and not errors, mismatch
     for sub in comparison.subdirs.values():
         _assert_same_tree(sub)
@@ -83,7 +88,13 @@ def test_metadata_describes_the_package(built):
     meta = package.metadata
     assert meta["package"] == {"name": "MultiIo", "prefix": "multiio", "version": "1.0.0"}
     assert [i["name"] for i in meta["inputs"]] == ["features", "offsets"]
-    assert meta["outputs"][1] == {"name": "total", "c_name": "total", "dtype": "float32", "shape": [], "bytes": 4}
+    assert meta["outputs"][1] == {
+        "name": "total",
+        "c_name": "total",
+        "dtype": "float32",
+        "shape": [],
+        "bytes": 4,
+    }
     assert meta["memory"]["arena_bytes"] > 0 and meta["memory"]["weight_bytes"] == 96
     assert meta["target"] == "c" and meta["tvm_version"].startswith("0.27")
     assert "MatMul" in meta["model"]["operators"]
@@ -107,7 +118,7 @@ def test_add_subdirectory_consumer(built, tmp_path):
         "  cnn_inputs bi = {pixels}; cnn_outputs bo = {scores};\n"
         "  if (mlp_context_create(&a) || cnn_context_create(&b)) return 1;\n"
         "  if (mlp_run(a, &ai, &ao) || cnn_run(b, &bi, &bo)) return 2;\n"
-        "  printf(\"%f %f\\n\", probabilities[0], scores[0]);\n"
+        '  printf("%f %f\\n", probabilities[0], scores[0]);\n'
         "  mlp_context_destroy(a); cnn_context_destroy(b);\n  return 0;\n}\n"
     )
     configure_build(tmp_path / "app", tmp_path / "build", "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror")

@@ -43,7 +43,9 @@ def test_arena_never_overlaps_live_buffers_and_reuses_dead_ones():
     lifetimes = []
     for i in range(60):
         first = int(rng.integers(0, 50))
-        lifetimes.append(arena.Lifetime(f"b{i}", int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 8))))
+        lifetimes.append(
+            arena.Lifetime(f"b{i}", int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 8)))
+        )
     offsets, total = arena.pack(lifetimes)
     for a, b in itertools.combinations(lifetimes, 2):
         assert not _overlaps(a, b, offsets), (a, b)
@@ -69,7 +71,7 @@ def test_weight_shards_align_every_constant():
 def test_weight_shards_split_large_models(monkeypatch):
     monkeypatch.setattr(weights, "SHARD_BYTES", 1000)
     constants = tuple(Constant(i, "uint8", (600,), b"\1" * 600) for i in range(3))
-    shards, placements = weights.layout(constants)
+    _, placements = weights.layout(constants)
     assert [p.shard for p in placements] == [0, 1, 2]
 
 
@@ -103,12 +105,12 @@ def test_plan_passthrough_and_constant_outputs(plans):
     assert table.home == "constant" and plan.constants[table.slot].shape == (2, 3)
 
 
-def test_plan_arena_beats_the_sum_of_buffers(plans):
+def test_plan_arena_is_no_larger_than_tvms_plan_plus_extras(plans):
     plan = plans("cnn")
-    scratch = sum(s.scratch_bytes for s in plan.steps)
-    every_buffer = sum(
-        arena.align_up(b.shape and int(np.prod(b.shape)) * 4 or 4) for b in plan.buffers if b.home == "arena"
-    )
-    assert plan.arena_bytes < every_buffer + scratch
-    assert any(s.scratch_bytes for s in plan.steps), "the CNN's convolutions use kernel scratch"
+    scratch = [s.scratch_bytes for s in plan.steps]
+    staged_inputs = sum(arena.align_up(i.nbytes) for i in plan.inputs)
+    # TVM's static plan holds intermediates only; ours also holds staged inputs and kernel
+    # scratch, and must still beat laying those end to end next to TVM's plan.
+    assert plan.arena_bytes < plan.tvm_storage_bytes + staged_inputs + sum(scratch)
+    assert any(scratch), "the CNN's convolutions use kernel scratch"
     assert all(s.scratch_offset % 64 == 0 for s in plan.steps)

@@ -142,7 +142,9 @@ def build_context(
         )
         args.extend({"is_tensor": int(a.kind == "tensor"), "value": a.value} for a in step.args)
 
-    shard_views = [{"symbol": f"{prefix}_weights_{s.index}", "file": f"{prefix}_weights_{s.index}.c"} for s in shards]
+    shard_views = [
+        {"symbol": f"{prefix}_weights_{s.index}", "file": f"{prefix}_weights_{s.index}.c"} for s in shards
+    ]
     constants = [
         {
             "shard_symbol": shard_views[p.shard]["symbol"],
@@ -170,7 +172,8 @@ def build_context(
         "context_bytes": context_bytes,
         "workspace_bytes": context_bytes + plan.arena_bytes,
         "all_dtypes": [
-            {"enum": f"{prefix.upper()}_DTYPE_{d.enum_suffix}", "value": d.value} for d in dtypes.DTYPES.values()
+            {"enum": f"{prefix.upper()}_DTYPE_{d.enum_suffix}", "value": d.value}
+            for d in dtypes.DTYPES.values()
         ],
         "inputs": inputs,
         "outputs": outputs,

@@ -69,7 +69,13 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
     import tvm
 
     def io(t):
-        return {"name": t.name, "c_name": t.c_name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes}
+        return {
+            "name": t.name,
+            "c_name": t.c_name,
+            "dtype": t.dtype,
+            "shape": list(t.shape),
+            "bytes": t.nbytes,
+        }
 
     return {
         "generator": {"name": "relay2cmake", "version": __version__},
@@ -110,7 +116,9 @@ def render_package(
         lowered.kernel_source, f"{prefix}_kernel_abi.h", banner
     ).encode("utf-8")
     for shard in shards:
-        files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode("ascii")
+        files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode(
+            "ascii"
+        )
     for index, array in enumerate(golden.inputs):
         files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
     for index, array in enumerate(golden.expected):

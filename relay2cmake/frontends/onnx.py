@@ -68,7 +68,9 @@ def _opset(model: onnx.ModelProto) -> int:
 
 def _dtype_name(elem_type: int, what: str) -> str:
     if elem_type not in ONNX_DTYPES:
-        type_name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        type_name = (
+            TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        )
         raise ModelError(
             f"{what} has element type {type_name}, which relay2cmake cannot pass through a C API; "
             f"supported: {', '.join(sorted(set(ONNX_DTYPES.values())))}."
@@ -96,7 +98,9 @@ def _input_signatures(
         dtype = _dtype_name(vi.type.tensor_type.elem_type, what)
         if not vi.type.tensor_type.HasField("shape"):
             if vi.name not in input_shapes:
-                raise UserError(f"{what} has no shape in the model; give one with --input-shape {vi.name}=D0,D1,...")
+                raise UserError(
+                    f"{what} has no shape in the model; give one with --input-shape {vi.name}=D0,D1,..."
+                )
             signatures.append(TensorSignature(vi.name, dtype, input_shapes[vi.name]))
             continue
         dims = vi.type.tensor_type.shape.dim
@@ -112,7 +116,8 @@ def _input_signatures(
             if given is not None:
                 if static is not None and static != given[axis]:
                     raise UserError(
-                        f"--input-shape for {vi.name!r} sets dimension {axis} to {given[axis]}, but the model "
+                        f"--input-shape for {vi.name!r} sets dimension {axis} to {given[axis]}, "
+                        "but the model "
                         f"fixes it to {static} ({_describe_dims(dims)})."
                     )
                 shape.append(given[axis])
@@ -129,7 +134,11 @@ def _input_signatures(
 
 
 def _describe_dims(dims) -> str:
-    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims) + "]"
+    return (
+        "["
+        + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
+        + "]"
+    )
 
 
 def _example_dims(dims) -> list[str]:
@@ -143,7 +152,9 @@ def _output_names(model: onnx.ModelProto) -> tuple[str, ...]:
         if vi.type.HasField("tensor_type"):
             _dtype_name(vi.type.tensor_type.elem_type, f"Output {vi.name!r}")
         else:
-            raise ModelError(f"Output {vi.name!r} is not a tensor (sequences, maps and optionals are not supported).")
+            raise ModelError(
+                f"Output {vi.name!r} is not a tensor (sequences, maps and optionals are not supported)."
+            )
     return tuple(vi.name for vi in model.graph.output)
 
 
@@ -168,7 +179,9 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Importe
     opset = _opset(model)
     max_opset = onnx.defs.onnx_opset_version()
     if opset > max_opset:
-        raise ModelError(f"The model uses ONNX opset {opset}; the installed onnx knows opsets up to {max_opset}.")
+        raise ModelError(
+            f"The model uses ONNX opset {opset}; the installed onnx knows opsets up to {max_opset}."
+        )
     problems = unsupported_nodes(model)
     if problems:
         raise ModelError(
@@ -194,7 +207,9 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Importe
             )
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
-        raise ModelError(f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}") from None
+        raise ModelError(
+            f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}"
+        ) from None
 
     outputs = _output_signatures(module, output_names)
     return ImportedModel(
