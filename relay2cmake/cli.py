@@ -113,8 +113,9 @@ def gen(
         )
         plan = report.plan
         typer.echo(
-            f"Wrote {report.identity.name} ({report.files} files) to {out}: "
-            f"{len(plan.steps)} kernel calls, arena {plan.arena_bytes} B, weights {plan.weight_bytes} B."
+            f"Wrote {report.identity.name} ({report.files} files) to {out}: {len(plan.steps)} kernel calls, "
+            f"arena {plan.arena_bytes} B (TVM's static plan: {plan.tvm_storage_bytes} B of intermediates, "
+            f"without inputs and kernel scratch), weights {plan.weight_bytes} B."
         )
 
     _run(action)

@@ -11,7 +11,7 @@ from relay2cmake import golden, naming
 from relay2cmake.emit.context import PackageIdentity
 from relay2cmake.emit.package import check_output_dir, render_package, write_package
 from relay2cmake.frontends import import_model
-from relay2cmake.lowering import lower
+from relay2cmake.lowering import lower, needs_aligned_inputs
 from relay2cmake.plan import PackagePlan, build_plan
 
 
@@ -63,7 +63,9 @@ def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent
         f"Lowering with TVM (target {options.target})",
         lambda: lower(imported.module, prefix, options.target),
     )
-    plan = timed("plan", "Planning memory", lambda: build_plan(imported, lowered))
+    plan = timed(
+        "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(options.target))
+    )
     reference = timed("golden", "Computing golden outputs", lambda: golden.compute(options.model, imported))
     identity = PackageIdentity(
         name=name,

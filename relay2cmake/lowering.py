@@ -16,6 +16,11 @@ from relay2cmake.errors import ModelError
 SUPPORTED_TARGETS = ("c",)
 
 
+def needs_aligned_inputs(target_name: str) -> bool:
+    """LLVM objects use aligned vector loads on every buffer; portable C kernels do not."""
+    return target_name != "c"
+
+
 @dataclass(frozen=True)
 class LoweredModel:
     main: Any  # the lowered tvm.relax.Function

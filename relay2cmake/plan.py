@@ -89,13 +89,14 @@ class Step:
 class PackagePlan:
     inputs: tuple[IOTensor, ...]
     outputs: tuple[IOTensor, ...]
-    input_staging: tuple[int, ...]  # arena offset where input i is copied when misaligned
+    input_staging: tuple[int, ...] | None  # arena offset for misaligned input i; None: used in place
     output_buffers: tuple[int, ...]  # buffer index holding output i after the steps
     buffers: tuple[Buffer, ...]
     constants: tuple[Constant, ...]
     steps: tuple[Step, ...]
     arena_bytes: int
-    tvm_storage_bytes: int  # what TVM's own static plan allocates, for comparison
+    intermediate_bytes: int  # what the arena would be for intermediates alone
+    tvm_storage_bytes: int  # what TVM's own static plan allocates (intermediates), for comparison
 
     @property
     def weight_bytes(self) -> int:
@@ -105,9 +106,10 @@ class PackagePlan:
 class _Builder:
     """Walks the bindings once, recording buffers, uses and steps."""
 
-    def __init__(self, lowered: LoweredModel, imported: ImportedModel):
+    def __init__(self, lowered: LoweredModel, imported: ImportedModel, stage_inputs: bool):
         self.lowered = lowered
         self.imported = imported
+        self.stage_inputs = stage_inputs
         self.buffers: list[dict[str, Any]] = []  # mutable while building
         self.constants: list[Constant] = []
         self.constant_ids: dict[str, int] = {}
@@ -287,7 +289,8 @@ class _Builder:
                 lifetimes.append(
                     arena.Lifetime(f"t{index}", tensor_bytes(info["dtype"], info["shape"]), first, last)
                 )
-        for position, root in enumerate(self.input_roots):
+        intermediate_bytes = arena.pack(lifetimes)[1] if lifetimes else 0
+        for position, root in enumerate(self.input_roots if self.stage_inputs else []):
             info = self.buffers[root]
             lifetimes.append(
                 arena.Lifetime(
@@ -325,12 +328,13 @@ class _Builder:
         return PackagePlan(
             inputs=inputs,
             outputs=outputs,
-            input_staging=tuple(offsets[f"in{i}"] for i in range(len(inputs))),
+            input_staging=tuple(offsets[f"in{i}"] for i in range(len(inputs))) if self.stage_inputs else None,
             output_buffers=tuple(output_refs),
             buffers=tuple(buffers),
             constants=tuple(self.constants),
             steps=steps,
             arena_bytes=total,
+            intermediate_bytes=intermediate_bytes,
             tvm_storage_bytes=self.tvm_storage_bytes,
         )
 
@@ -343,5 +347,7 @@ def _io_table(signatures) -> tuple[IOTensor, ...]:
     )
 
 
-def build_plan(imported: ImportedModel, lowered: LoweredModel) -> PackagePlan:
-    return _Builder(lowered, imported).run()
+def build_plan(imported: ImportedModel, lowered: LoweredModel, stage_inputs: bool) -> PackagePlan:
+    """``stage_inputs``: reserve arena room to copy inputs that are not 64-byte aligned
+    (kernels compiled with aligned vector loads need it; portable C kernels do not)."""
+    return _Builder(lowered, imported, stage_inputs).run()

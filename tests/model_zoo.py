@@ -231,3 +231,21 @@ GEN_ARGS: dict[str, list[str]] = {"symbolic_batch": ["--input-shape", "x=3,5"]}
 def package_name(model: str) -> str:
     """The package name tests give a zoo model: ``multi_io`` → ``MultiIo``."""
     return "".join(part.capitalize() for part in model.split("_"))
+
+
+def large_dense(megabytes: int = 64) -> onnx.ModelProto:
+    """One dense layer holding about ``megabytes`` MB of float32 weights (for timing)."""
+    side = int(np.sqrt(megabytes * (1 << 20) / 4))
+    rng = _rng(7)
+    weights = rng.standard_normal((side, side), dtype=np.float32) / np.float32(np.sqrt(side))
+    inits = [_const("w", weights.astype(np.float32))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="dense"),
+        helper.make_node("Relu", ["h"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "large", [_float_info("x", [1, side])], [_float_info("y", [1, side])], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return model

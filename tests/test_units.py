@@ -83,7 +83,7 @@ def plans(zoo_dir):
 
     def plan_of(model: str, shapes=None):
         imported = import_model(zoo_dir / f"{model}.onnx", shapes or {})
-        return build_plan(imported, lower(imported.module, "t"))
+        return build_plan(imported, lower(imported.module, "t"), stage_inputs=True)
 
     return plan_of
 

@@ -185,7 +185,13 @@ def build_context(
         "shapes": shapes.table(),
         "constants": constants,
         "weight_shards": shard_views,
-        "input_staging": list(plan.input_staging),
+        "stage_inputs": int(plan.input_staging is not None),
+        "input_alignment_note": (
+            f"Inputs not {64}-byte aligned are copied into the workspace before the kernels run."
+            if plan.input_staging is not None
+            else "Inputs are read in place; the usual alignment of their C type is enough."
+        ),
+        "input_staging": list(plan.input_staging or ()),
         "output_buffers": list(plan.output_buffers),
         "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
     }

@@ -87,6 +87,7 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
         "outputs": [io(t) for t in plan.outputs],
         "memory": {
             "arena_bytes": plan.arena_bytes,
+            "intermediate_bytes": plan.intermediate_bytes,
             "workspace_bytes": context["workspace_bytes"],
             "weight_bytes": plan.weight_bytes,
             "tvm_static_plan_bytes": plan.tvm_storage_bytes,
