@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from packaging_helpers import configure_build, relay2cmake, run
+from packaging_helpers import cmake, configure_build, ctest, relay2cmake, run
 
 
 def _system_library_symbols() -> set[str]:
@@ -125,3 +125,47 @@ def test_add_subdirectory_consumer(built, tmp_path):
     assert not (tmp_path / "build" / "mlp" / "mlp_cli").exists(), "tools must be off when not top-level"
     result = subprocess.run([tmp_path / "build" / "two"], capture_output=True, text=True, check=True)
     assert len(result.stdout.split()) == 2
+
+
+def test_installed_package_is_relocatable(built, tmp_path):
+    """Move the install prefix after installing; consumers still find and link it."""
+    package = built("reshape_view")
+    moved = tmp_path / "somewhere" / "else"
+    shutil.copytree(package.install, moved)
+    from packaging_helpers import SAMPLE_APPS
+
+    configure_build(
+        SAMPLE_APPS / "c_consumer",
+        tmp_path / "app",
+        f"-DMODEL_PACKAGE={package.name}",
+        f"-DMODEL_PREFIX={package.prefix}",
+        f"-DCMAKE_PREFIX_PATH={moved}",
+    )
+    config = (moved / "lib" / "cmake" / package.name / f"{package.name}Targets.cmake").read_text()
+    assert str(package.install) not in config
+    cache = (tmp_path / "app" / "CMakeCache.txt").read_text()
+    assert f"{package.name}_DIR:PATH={moved}/lib/cmake/{package.name}" in cache
+
+
+def test_shared_library_consumer(built, tmp_path):
+    """BUILD_SHARED_LIBS=ON: install, consume with find_package, run."""
+    package = built("passthrough")
+    build, prefix = tmp_path / "build", tmp_path / "prefix"
+    configure_build(package.source, build, "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror")
+    run([ctest(), "--test-dir", build, "--no-tests=error", "--output-on-failure"])
+    run([cmake(), "--install", build, "--prefix", prefix])
+    assert list((prefix / "lib").glob(f"lib{package.prefix}.so*"))
+    from packaging_helpers import SAMPLE_APPS
+
+    configure_build(
+        SAMPLE_APPS / "c_consumer",
+        tmp_path / "app",
+        f"-DMODEL_PACKAGE={package.name}",
+        f"-DMODEL_PREFIX={package.prefix}",
+        f"-DCMAKE_PREFIX_PATH={prefix}",
+    )
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "in" / "input_0.bin").write_bytes(bytes(40))
+    result = run([tmp_path / "app" / "c_consumer", tmp_path / "in", tmp_path / "out"])
+    assert "output 2 'table'" in result.stdout
