@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from model_zoo import MODELS
 from packaging_helpers import (
+    SAMPLE_APPS,
     build_sample_app,
+    configure_build,
     onnxruntime_outputs,
     random_inputs,
     read_outputs,
@@ -93,3 +95,27 @@ def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
         assert f"{package.prefix}_cli" in result.stderr, case
     shape_error = run([cli, *cases["shape"]], check=False).stderr
     assert "('features') must be float32[3, 6]" in shape_error
+
+
+@pytest.mark.parametrize("app", ["add_subdirectory_consumer", "fetchcontent_consumer"])
+def test_source_consumers(app, built, tmp_path):
+    """The package vendored with add_subdirectory, or pulled with FetchContent."""
+    package = built("cnn")
+    build = tmp_path / "build"
+    configure_build(
+        SAMPLE_APPS / app,
+        build,
+        f"-DMODEL_SOURCE_DIR={package.source}",
+        f"-DMODEL_PACKAGE={package.name}",
+        f"-DMODEL_PREFIX={package.prefix}",
+        "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror",
+    )
+    assert not list(build.rglob(f"{package.prefix}_cli")), "tools stay off when the package is not top level"
+    inputs = random_inputs(package.metadata, seed=2)
+    write_inputs(tmp_path / "in", inputs)
+    (tmp_path / "out").mkdir()
+    run([build / app, tmp_path / "in", tmp_path / "out"])
+    _compare(
+        read_outputs(tmp_path / "out", package.metadata),
+        onnxruntime_outputs(package.model, package.metadata, inputs),
+    )
