@@ -38,9 +38,10 @@ def _main(
     _state["quiet"] = quiet
 
 
-def _progress(message: str) -> None:
-    if not _state["quiet"]:
-        typer.echo(f"• {message}", err=True)
+def _progress():
+    from relay2cmake.progress import Progress
+
+    return Progress(quiet=bool(_state["quiet"]))
 
 
 def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
@@ -109,7 +110,7 @@ def gen(
                 target=target[0],
                 force=force,
             ),
-            progress=_progress,
+            progress=_progress(),
         )
         plan = report.plan
         typer.echo(
@@ -117,6 +118,25 @@ def gen(
             f"arena {plan.arena_bytes} B (TVM's static plan: {plan.tvm_storage_bytes} B of intermediates, "
             f"without inputs and kernel scratch), weights {plan.weight_bytes} B."
         )
+
+    _run(action)
+
+
+@app.command()
+def inspect(
+    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    input_shape: list[str] = typer.Option([], "--input-shape", help="Fix an input's shape, NAME=D0,D1,..."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Describe MODEL: inputs, outputs, operators, parameters, memory, and what cannot be lowered."""
+
+    def action() -> None:
+        import json
+
+        from relay2cmake.inspect import inspect_model, render_text
+
+        report = inspect_model(model, parse_input_shapes(input_shape))
+        typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else render_text(report))
 
     _run(action)
 
@@ -131,7 +151,7 @@ def demo(
     def action() -> None:
         from relay2cmake.demo import run_demo
 
-        seconds = run_demo(out, force, _progress)
+        seconds = run_demo(out, force, _progress())
         timing = ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
         typer.echo(f"Demo done in {sum(seconds.values()):.1f}s ({timing}). Everything is in {out}/.")
 

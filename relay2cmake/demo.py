@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from relay2cmake import build
 from relay2cmake.errors import UserError
-from relay2cmake.generate import GenerateOptions, generate
+from relay2cmake.generate import GenerateOptions, Steps, generate
 from relay2cmake.samples import DEMO_APP, DIGITS_MODEL
 
 MARKER = ".relay2cmake-demo"
@@ -30,24 +29,23 @@ def _prepare(out: Path, force: bool) -> None:
     (out / MARKER).write_text("made by relay2cmake demo; safe to delete\n")
 
 
-def run_demo(out: Path, force: bool, progress: Callable[[str], None]) -> dict[str, float]:
+def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
     _prepare(out, force)
     seconds: dict[str, float] = {}
     package, build_dir, prefix = out / "package", out / "build", out / "install"
     app_build = out / "app-build"
 
     def step(label: str, message: str, work):
-        progress(message)
         start = time.perf_counter()
-        result = work()
+        with progress(message):
+            result = work()
         seconds[label] = time.perf_counter() - start
         return result
 
-    step(
-        "generate",
-        f"relay2cmake gen {DIGITS_MODEL.name} -o {package} --name Digits",
-        lambda: generate(GenerateOptions(model=DIGITS_MODEL, out=package, name="Digits", force=True)),
-    )
+    # `relay2cmake gen bundled/digits.onnx -o OUT/package --name Digits`, with its own steps shown.
+    start = time.perf_counter()
+    generate(GenerateOptions(model=DIGITS_MODEL, out=package, name="Digits", force=True), progress)
+    seconds["generate"] = time.perf_counter() - start
     step(
         "build",
         "Building the package with CMake",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,11 +35,14 @@ class GenerateReport:
     seconds: dict[str, float]
 
 
-def _silent(_message: str) -> None:
-    pass
+Steps = Callable[[str], contextlib.AbstractContextManager[None]]
 
 
-def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent) -> GenerateReport:
+def _silent(_message: str) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateReport:
     name = naming.check_package_name(options.name or naming.package_name_from_path(options.model.stem))
     version = naming.check_version(options.version)
     prefix = naming.c_prefix(name)
@@ -47,9 +51,9 @@ def generate(options: GenerateOptions, progress: Callable[[str], None] = _silent
     seconds: dict[str, float] = {}
 
     def timed(label: str, message: str, work):
-        progress(message)
         start = time.perf_counter()
-        result = work()
+        with progress(message):
+            result = work()
         seconds[label] = time.perf_counter() - start
         return result
 

@@ -116,9 +116,7 @@ def main() -> None:
         args.out.write_text(
             "# Per-model figures\n\nProduced by `tools/model_report.py` on a 2-core machine. The arena "
             "holds intermediates and kernel scratch (and staged inputs on targets that need them); "
-            "TVM's static plan counts intermediates only, all alive for the whole call.\n\n"
-            + table
-            + "\n"
+            "TVM's static plan counts intermediates only, all alive for the whole call.\n\n" + table + "\n"
         )
 
 

@@ -173,15 +173,21 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
-def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def load_checked(path: Path) -> onnx.ModelProto:
+    """The model, loaded with its external data and validated by ONNX's checker."""
     model = _load(path)
     _check(model, path)
-    opset = _opset(model)
     max_opset = onnx.defs.onnx_opset_version()
-    if opset > max_opset:
+    if _opset(model) > max_opset:
         raise ModelError(
-            f"The model uses ONNX opset {opset}; the installed onnx knows opsets up to {max_opset}."
+            f"The model uses ONNX opset {_opset(model)}; the installed onnx knows opsets up to {max_opset}."
         )
+    return model
+
+
+def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+    model = load_checked(path)
+    opset = _opset(model)
     problems = unsupported_nodes(model)
     if problems:
         raise ModelError(

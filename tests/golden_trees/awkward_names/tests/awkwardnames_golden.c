@@ -6,8 +6,8 @@
  * Golden test: runs AwkwardNames on the inputs recorded at generation time and compares with
  * the reference outputs recorded then (onnx-reference), within the recorded tolerance:
  *   |actual - expected| <= atol + rtol * |expected|
- * Runs once through awkwardnames_context_create and once through the no-malloc
- * awkwardnames_context_init, and checks that both agree exactly.
+ * Runs once through awkwardnames_context_create (unless built with AWKWARDNAMES_NO_MALLOC) and
+ * once through the no-malloc awkwardnames_context_init, and checks that both agree exactly.
  *
  *   awkwardnames_golden GOLDEN_DIR
  */
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   size_t output_bytes[AWKWARDNAMES_NUM_OUTPUTS];
   const awkwardnames_tensor_info* info;
   awkwardnames_context* contexts[2] = {NULL, NULL};
-  void* workspace_block = NULL;
+  void* workspace_blocks[2] = {NULL, NULL};
   size_t k, e;
   int failures = 0;
   int variant;
@@ -66,17 +66,24 @@ int main(int argc, char** argv) {
     if (outputs[0][k] == NULL || outputs[1][k] == NULL) return 1;
   }
 
-  /* Variant 0 allocates its context; variant 1 uses a caller-owned, aligned workspace. */
-  if (awkwardnames_context_create(&contexts[0]) != AWKWARDNAMES_OK) {
-    fprintf(stderr, "context_create failed\n");
-    return 1;
-  }
-  workspace_block = malloc(AWKWARDNAMES_WORKSPACE_BYTES + AWKWARDNAMES_WORKSPACE_ALIGNMENT);
-  if (workspace_block == NULL) return 1;
-  {
-    unsigned char* base = (unsigned char*)workspace_block;
-    unsigned char* aligned = base + (AWKWARDNAMES_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)base % AWKWARDNAMES_WORKSPACE_ALIGNMENT)) % AWKWARDNAMES_WORKSPACE_ALIGNMENT;
-    if (awkwardnames_context_init(aligned, AWKWARDNAMES_WORKSPACE_BYTES, &contexts[1]) != AWKWARDNAMES_OK) {
+  /* Variant 0 lets the library allocate its context; variant 1 (and variant 0 when the
+   * library has no malloc) uses a caller-owned, aligned workspace. */
+  for (variant = 0; variant < 2; ++variant) {
+    unsigned char *base, *aligned;
+#ifndef AWKWARDNAMES_NO_MALLOC
+    if (variant == 0) {
+      if (awkwardnames_context_create(&contexts[0]) != AWKWARDNAMES_OK) {
+        fprintf(stderr, "context_create failed\n");
+        return 1;
+      }
+      continue;
+    }
+#endif
+    workspace_blocks[variant] = malloc(AWKWARDNAMES_WORKSPACE_BYTES + AWKWARDNAMES_WORKSPACE_ALIGNMENT);
+    if (workspace_blocks[variant] == NULL) return 1;
+    base = (unsigned char*)workspace_blocks[variant];
+    aligned = base + (AWKWARDNAMES_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)base % AWKWARDNAMES_WORKSPACE_ALIGNMENT)) % AWKWARDNAMES_WORKSPACE_ALIGNMENT;
+    if (awkwardnames_context_init(aligned, AWKWARDNAMES_WORKSPACE_BYTES, &contexts[variant]) != AWKWARDNAMES_OK) {
       fprintf(stderr, "context_init failed\n");
       return 1;
     }
@@ -120,7 +127,8 @@ int main(int argc, char** argv) {
 
   awkwardnames_context_destroy(contexts[0]);
   awkwardnames_context_destroy(contexts[1]);
-  free(workspace_block);
+  free(workspace_blocks[0]);
+  free(workspace_blocks[1]);
   for (k = 0; awkwardnames_input_info(k) != NULL; ++k) npy_free(&inputs[k]);
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) {
     npy_free(&expected[k]);

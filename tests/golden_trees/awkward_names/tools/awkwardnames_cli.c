@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   size_t output_bytes[AWKWARDNAMES_NUM_OUTPUTS];
   char error[512];
   awkwardnames_context* context = NULL;
+  void* workspace = NULL;
   awkwardnames_status status;
   int exit_code = 1;
   int i;
@@ -151,7 +152,14 @@ int main(int argc, char** argv) {
       goto done;
     }
   }
-  status = awkwardnames_context_create(&context);
+  /* The cli owns the workspace, so it also works with libraries built without malloc. */
+  workspace = malloc(AWKWARDNAMES_WORKSPACE_BYTES + AWKWARDNAMES_WORKSPACE_ALIGNMENT);
+  if (workspace == NULL) {
+    fprintf(stderr, "awkwardnames_cli: out of memory\n");
+    goto done;
+  }
+  status = awkwardnames_context_init((unsigned char*)workspace + (AWKWARDNAMES_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)workspace % AWKWARDNAMES_WORKSPACE_ALIGNMENT)) % AWKWARDNAMES_WORKSPACE_ALIGNMENT,
+                                AWKWARDNAMES_WORKSPACE_BYTES, &context);
   if (status != AWKWARDNAMES_OK) {
     fprintf(stderr, "awkwardnames_cli: cannot create a context: %s\n", awkwardnames_status_string(status));
     goto done;
@@ -195,6 +203,7 @@ int main(int argc, char** argv) {
 
 done:
   awkwardnames_context_destroy(context);
+  free(workspace);
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) free(outputs[k]);
   return exit_code;

@@ -6,8 +6,8 @@
  * Golden test: runs Passthrough on the inputs recorded at generation time and compares with
  * the reference outputs recorded then (onnx-reference), within the recorded tolerance:
  *   |actual - expected| <= atol + rtol * |expected|
- * Runs once through passthrough_context_create and once through the no-malloc
- * passthrough_context_init, and checks that both agree exactly.
+ * Runs once through passthrough_context_create (unless built with PASSTHROUGH_NO_MALLOC) and
+ * once through the no-malloc passthrough_context_init, and checks that both agree exactly.
  *
  *   passthrough_golden GOLDEN_DIR
  */
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   size_t output_bytes[PASSTHROUGH_NUM_OUTPUTS];
   const passthrough_tensor_info* info;
   passthrough_context* contexts[2] = {NULL, NULL};
-  void* workspace_block = NULL;
+  void* workspace_blocks[2] = {NULL, NULL};
   size_t k, e;
   int failures = 0;
   int variant;
@@ -66,17 +66,24 @@ int main(int argc, char** argv) {
     if (outputs[0][k] == NULL || outputs[1][k] == NULL) return 1;
   }
 
-  /* Variant 0 allocates its context; variant 1 uses a caller-owned, aligned workspace. */
-  if (passthrough_context_create(&contexts[0]) != PASSTHROUGH_OK) {
-    fprintf(stderr, "context_create failed\n");
-    return 1;
-  }
-  workspace_block = malloc(PASSTHROUGH_WORKSPACE_BYTES + PASSTHROUGH_WORKSPACE_ALIGNMENT);
-  if (workspace_block == NULL) return 1;
-  {
-    unsigned char* base = (unsigned char*)workspace_block;
-    unsigned char* aligned = base + (PASSTHROUGH_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)base % PASSTHROUGH_WORKSPACE_ALIGNMENT)) % PASSTHROUGH_WORKSPACE_ALIGNMENT;
-    if (passthrough_context_init(aligned, PASSTHROUGH_WORKSPACE_BYTES, &contexts[1]) != PASSTHROUGH_OK) {
+  /* Variant 0 lets the library allocate its context; variant 1 (and variant 0 when the
+   * library has no malloc) uses a caller-owned, aligned workspace. */
+  for (variant = 0; variant < 2; ++variant) {
+    unsigned char *base, *aligned;
+#ifndef PASSTHROUGH_NO_MALLOC
+    if (variant == 0) {
+      if (passthrough_context_create(&contexts[0]) != PASSTHROUGH_OK) {
+        fprintf(stderr, "context_create failed\n");
+        return 1;
+      }
+      continue;
+    }
+#endif
+    workspace_blocks[variant] = malloc(PASSTHROUGH_WORKSPACE_BYTES + PASSTHROUGH_WORKSPACE_ALIGNMENT);
+    if (workspace_blocks[variant] == NULL) return 1;
+    base = (unsigned char*)workspace_blocks[variant];
+    aligned = base + (PASSTHROUGH_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)base % PASSTHROUGH_WORKSPACE_ALIGNMENT)) % PASSTHROUGH_WORKSPACE_ALIGNMENT;
+    if (passthrough_context_init(aligned, PASSTHROUGH_WORKSPACE_BYTES, &contexts[variant]) != PASSTHROUGH_OK) {
       fprintf(stderr, "context_init failed\n");
       return 1;
     }
@@ -120,7 +127,8 @@ int main(int argc, char** argv) {
 
   passthrough_context_destroy(contexts[0]);
   passthrough_context_destroy(contexts[1]);
-  free(workspace_block);
+  free(workspace_blocks[0]);
+  free(workspace_blocks[1]);
   for (k = 0; passthrough_input_info(k) != NULL; ++k) npy_free(&inputs[k]);
   for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) {
     npy_free(&expected[k]);

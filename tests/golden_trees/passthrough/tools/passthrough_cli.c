@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   size_t output_bytes[PASSTHROUGH_NUM_OUTPUTS];
   char error[512];
   passthrough_context* context = NULL;
+  void* workspace = NULL;
   passthrough_status status;
   int exit_code = 1;
   int i;
@@ -151,7 +152,14 @@ int main(int argc, char** argv) {
       goto done;
     }
   }
-  status = passthrough_context_create(&context);
+  /* The cli owns the workspace, so it also works with libraries built without malloc. */
+  workspace = malloc(PASSTHROUGH_WORKSPACE_BYTES + PASSTHROUGH_WORKSPACE_ALIGNMENT);
+  if (workspace == NULL) {
+    fprintf(stderr, "passthrough_cli: out of memory\n");
+    goto done;
+  }
+  status = passthrough_context_init((unsigned char*)workspace + (PASSTHROUGH_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)workspace % PASSTHROUGH_WORKSPACE_ALIGNMENT)) % PASSTHROUGH_WORKSPACE_ALIGNMENT,
+                                PASSTHROUGH_WORKSPACE_BYTES, &context);
   if (status != PASSTHROUGH_OK) {
     fprintf(stderr, "passthrough_cli: cannot create a context: %s\n", passthrough_status_string(status));
     goto done;
@@ -195,6 +203,7 @@ int main(int argc, char** argv) {
 
 done:
   passthrough_context_destroy(context);
+  free(workspace);
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
   for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) free(outputs[k]);
   return exit_code;

@@ -1,0 +1,173 @@
+"""``relay2cmake inspect``: what a model needs, in seconds, before anyone waits for a build.
+
+Reads the ONNX graph only (no TVM lowering): inputs and outputs with symbolic dimensions,
+an operator histogram, parameter bytes, the operators that cannot be lowered, and an
+estimate of the arena from ONNX shape inference and node order (before fusion, so an upper
+bound of what ``gen`` plans for intermediates).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from relay2cmake import arena
+from relay2cmake.errors import UserError
+from relay2cmake.frontends import check_model_path
+from relay2cmake.frontends.onnx import ONNX_DTYPES, load_checked, unsupported_nodes
+
+
+@dataclass(frozen=True)
+class TensorReport:
+    name: str
+    dtype: str
+    shape: list[int | str]  # symbolic dimensions by name ("?" when unnamed)
+
+
+@dataclass(frozen=True)
+class Report:
+    model: str
+    opset: int
+    inputs: list[TensorReport]
+    outputs: list[TensorReport]
+    operators: dict[str, int]
+    nodes: int
+    parameters: int
+    parameter_bytes: int
+    unsupported: list[str]
+    estimated_arena_bytes: int | None  # None: shapes unknown (symbolic, or inference failed)
+
+    @property
+    def lowerable(self) -> bool:
+        return not self.unsupported
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "lowerable": self.lowerable}
+
+
+def _dtype(elem_type: int) -> str:
+    if elem_type in ONNX_DTYPES:
+        return ONNX_DTYPES[elem_type]
+    return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _tensor(vi: onnx.ValueInfoProto) -> TensorReport:
+    tensor_type = vi.type.tensor_type
+    dims: list[int | str] = []
+    for dim in tensor_type.shape.dim:
+        dims.append(dim.dim_value if dim.HasField("dim_value") else (dim.dim_param or "?"))
+    return TensorReport(vi.name, _dtype(tensor_type.elem_type), dims)
+
+
+def _static_bytes(vi: onnx.ValueInfoProto) -> int | None:
+    tensor_type = vi.type.tensor_type
+    if tensor_type.elem_type not in ONNX_DTYPES or not tensor_type.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+    if any(d is None for d in dims):
+        return None
+    itemsize = (
+        1
+        if ONNX_DTYPES[tensor_type.elem_type] == "bool"
+        else np.dtype(ONNX_DTYPES[tensor_type.elem_type]).itemsize
+    )
+    return int(np.prod(dims, dtype=np.int64)) * itemsize
+
+
+def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> int | None:
+    """Pack every intermediate by its node-order lifetime, as ``gen`` does after lowering."""
+    graph = model.graph
+    for vi in graph.input:
+        if vi.name in input_shapes:
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for value in input_shapes[vi.name]:
+                dims.add().dim_value = value
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        return None
+    infos = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    constants = {init.name for init in graph.initializer} | {vi.name for vi in graph.input}
+    outputs = {vi.name for vi in graph.output}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for step, node in enumerate(graph.node):
+        for name in node.input:
+            if name in first:
+                last[name] = step
+        for name in node.output:
+            if name and name not in constants:
+                first.setdefault(name, step)
+                last[name] = step
+    lifetimes = []
+    for name, start in first.items():
+        if name not in infos:
+            return None
+        size = _static_bytes(infos[name])
+        if size is None:
+            return None
+        end = len(graph.node) if name in outputs else last[name]
+        lifetimes.append(arena.Lifetime(name, size, start, end))
+    return arena.pack(lifetimes)[1] if lifetimes else 0
+
+
+def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Report:
+    check_model_path(path)
+    if path.suffix.lower() != ".onnx":
+        raise UserError(f"inspect reads ONNX models (.onnx); {str(path)!r} is not one.")
+    model = load_checked(path)
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = [_tensor(vi) for vi in model.graph.input if vi.name not in initializers]
+    unknown = sorted(set(input_shapes) - {t.name for t in inputs})
+    if unknown:
+        raise UserError(
+            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model."
+        )
+    parameter_bytes = sum(len(onnx.numpy_helper.to_array(init).tobytes()) for init in model.graph.initializer)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    return Report(
+        model=path.name,
+        opset=opset,
+        inputs=inputs,
+        outputs=[_tensor(vi) for vi in model.graph.output],
+        operators=dict(sorted(Counter(n.op_type for n in model.graph.node).items())),
+        nodes=len(model.graph.node),
+        parameters=len(model.graph.initializer),
+        parameter_bytes=parameter_bytes,
+        unsupported=unsupported_nodes(model),
+        estimated_arena_bytes=_estimate_arena(model, input_shapes),
+    )
+
+
+def render_text(report: Report) -> str:
+    def shape(t: TensorReport) -> str:
+        return "[" + ", ".join(map(str, t.shape)) + "]"
+
+    lines = [f"{report.model}: ONNX opset {report.opset}, {report.nodes} nodes"]
+    lines.append("inputs:")
+    lines += [f"  {t.name}: {t.dtype}{shape(t)}" for t in report.inputs]
+    symbolic = [t.name for t in report.inputs if any(isinstance(d, str) for d in t.shape)]
+    if symbolic:
+        lines.append(
+            f"  symbolic dimensions in {', '.join(symbolic)}: fix them with --input-shape NAME=D0,D1,..."
+        )
+    lines.append("outputs:")
+    lines += [f"  {t.name}: {t.dtype}{shape(t)}" for t in report.outputs]
+    lines.append("operators: " + ", ".join(f"{op} x{count}" for op, count in report.operators.items()))
+    lines.append(f"parameters: {report.parameters} tensors, {report.parameter_bytes} bytes")
+    if report.estimated_arena_bytes is None:
+        lines.append("estimated arena: unknown (some shapes are symbolic or could not be inferred)")
+    else:
+        lines.append(
+            f"estimated arena: {report.estimated_arena_bytes} bytes (before fusion; gen gives the exact plan)"
+        )
+    if report.unsupported:
+        lines.append(f"cannot be lowered ({len(report.unsupported)}): " + "; ".join(report.unsupported))
+    else:
+        lines.append("every operator can be lowered")
+    return "\n".join(lines)
