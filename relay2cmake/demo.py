@@ -30,6 +30,7 @@ def _prepare(out: Path, force: bool) -> None:
 
 
 def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
+    out = out.resolve()  # CMake resolves relative prefixes against the build folder, not ours
     _prepare(out, force)
     seconds: dict[str, float] = {}
     package, build_dir, prefix = out / "package", out / "build", out / "install"
