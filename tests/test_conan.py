@@ -21,6 +21,8 @@ def conan_env(tmp_path_factory) -> dict:
     env = dict(os.environ, CONAN_HOME=str(home))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # the cmake wheel, conan
     run(["conan", "profile", "detect"], env=env)
+    # Offline: with every remote disabled, nothing can come from outside the recipe.
+    run(["conan", "remote", "disable", "*"], env=env)
     return env
 
 
