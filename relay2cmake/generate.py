@@ -70,7 +70,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     plan = timed(
         "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(options.target))
     )
-    reference = timed("golden", "Computing golden outputs", lambda: golden.compute(options.model, imported))
+    reference = timed("golden", "Computing golden outputs", lambda: golden.compute(imported))
     identity = PackageIdentity(
         name=name,
         prefix=prefix,

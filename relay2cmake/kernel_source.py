@@ -9,6 +9,8 @@ from relay2cmake.errors import ModelError
 _DEFINITION = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args,.*\{$", re.M)
 _ALLOC = re.compile(r"TVMBackendAllocWorkspace\(\d+, \w+, \(uint64_t\)(\d+)ULL, ")
 _TVM_INCLUDE = re.compile(r'^#include "tvm/[^"]+"\n', re.M)
+_INF = re.compile(r"(?<![\w.])inff?(?![\w.(])")
+_NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
 
 
 def _aligned(n: int) -> int:
@@ -46,17 +48,33 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     backend calls to prefixed names), and the per-library context pointer, which would
     clash between two packages, goes away (the kernels never read it).
     """
+    if not source:
+        # Every output is an input, a constant or a view: the model needs no kernel.
+        return banner + "/* This model needs no kernels. */\n" + f'#include "{abi_header}"\n'
     body = source.replace("#define TVM_EXPORTS\n", "")
+    # TVM prints float infinity and NaN constants as `inff` / `nanf`, which are not C.
+    body = _INF.sub("INFINITY", body)
+    body = _NAN.sub("NAN", body)
     body = body.replace("void* __tvm_ffi__library_ctx = NULL;\n", "")
     first_include = _TVM_INCLUDE.search(body)
     if first_include is None:
         raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
     body = _TVM_INCLUDE.sub("", body)
-    body = body[: first_include.start()] + f'#include "{abi_header}"\n' + body[first_include.start() :]
+    includes = f'#include "{abi_header}"\n' + (_HALF if re.search(r"\bhalf\b", body) else "")
+    body = body[: first_include.start()] + includes + body[first_include.start() :]
     if "__tvm_ffi__library_ctx" in body:
         raise ModelError("TVM's C output uses the library context pointer; this is not supported yet.")
     return banner + _QUIET + body
 
+
+# TVM's C output spells float16 as `half`, a type C does not have; _Float16 is its IEEE
+# binary16 (gcc >= 12 and clang on x86-64 and AArch64).
+_HALF = """#if defined(__FLT16_MAX__)
+typedef _Float16 half;
+#else
+#error "this model computes in float16: build it with a compiler that has _Float16 (gcc >= 12, clang >= 15)"
+#endif
+"""
 
 # TVM's C output declares what it may not use (strides, device ids, unused arguments), and
 # initialises reduction accumulators under "if (k == 0)", which gcc cannot prove.

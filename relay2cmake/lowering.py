@@ -29,6 +29,25 @@ class LoweredModel:
     kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once
 
 
+_C_INTRINSICS_REGISTERED = False
+
+
+def _register_c_intrinsics() -> None:
+    """Lowerings TVM's ``c`` target lacks: float ``abs`` (``tirx.fabs``) reaches code
+    generation unresolved (abs, softplus, ... fail to build without this)."""
+    global _C_INTRINSICS_REGISTERED
+    if _C_INTRINSICS_REGISTERED:
+        return
+    import tvm
+
+    def fabs(call):
+        dtype = str(call.ty)
+        return tvm.tirx.call_pure_extern(dtype, "fabsf" if dtype == "float32" else "fabs", call.args[0])
+
+    tvm.tirx.op.register_intrin_lowering("tirx.fabs", "c", f=fabs, level=10)
+    _C_INTRINSICS_REGISTERED = True
+
+
 def kernel_symbol(prefix: str, name: str) -> str:
     """The C symbol TVM emits for a PrimFunc whose global_symbol is ``<prefix>_<name>``."""
     return f"__tvm_ffi_{prefix}_{name}"
@@ -57,6 +76,8 @@ def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
     if target_name not in SUPPORTED_TARGETS:
         raise ModelError(f"Unknown target {target_name!r}; supported: {', '.join(SUPPORTED_TARGETS)}.")
     target = tvm.target.Target(target_name)
+    if target_name == "c":
+        _register_c_intrinsics()
     try:
         with target:
             lowered = relax.backend.cpu_generic.get_default_pipeline(target)(module)

@@ -194,6 +194,38 @@ def symbolic_batch() -> onnx.ModelProto:
     return _model(graph)
 
 
+def all_dtypes() -> onnx.ModelProto:
+    """One input and output of every dtype the C API carries, plus a cast and a comparison."""
+    types = {
+        "f16": TensorProto.FLOAT16,
+        "f64": TensorProto.DOUBLE,
+        "i8": TensorProto.INT8,
+        "u8": TensorProto.UINT8,
+        "i16": TensorProto.INT16,
+        "i32": TensorProto.INT32,
+        "i64": TensorProto.INT64,
+    }
+    nodes, inputs, outputs = [], [], []
+    for key, elem in types.items():
+        inputs.append(helper.make_tensor_value_info(f"x_{key}", elem, [2, 3]))
+        nodes.append(helper.make_node("Add", [f"x_{key}", f"x_{key}"], [f"twice_{key}"], name=f"add_{key}"))
+        outputs.append(helper.make_tensor_value_info(f"twice_{key}", elem, [2, 3]))
+    inputs.append(helper.make_tensor_value_info("flags", TensorProto.BOOL, [2, 3]))
+    nodes += [
+        helper.make_node("Not", ["flags"], ["not_flags"], name="not"),
+        helper.make_node("Cast", ["x_f64"], ["x_f64_as_f16"], to=TensorProto.FLOAT16, name="cast_f16"),
+        helper.make_node("Greater", ["x_f16", "x_f64_as_f16"], ["f16_greater"], name="greater"),
+        helper.make_node("Cast", ["x_i8"], ["i8_as_f32"], to=TensorProto.FLOAT, name="cast_f32"),
+    ]
+    outputs += [
+        helper.make_tensor_value_info("not_flags", TensorProto.BOOL, [2, 3]),
+        helper.make_tensor_value_info("f16_greater", TensorProto.BOOL, [2, 3]),
+        helper.make_tensor_value_info("i8_as_f32", TensorProto.FLOAT, [2, 3]),
+    ]
+    graph = helper.make_graph(nodes, "all_dtypes", inputs, outputs)
+    return _model(graph)
+
+
 def unsupported_ops() -> onnx.ModelProto:
     """Valid ONNX using operators that TVM's importer cannot convert (Celu, Det, CumProd)."""
     nodes = [
@@ -222,6 +254,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "passthrough": passthrough_and_constant,
     "awkward_names": awkward_names,
     "symbolic_batch": symbolic_batch,
+    "all_dtypes": all_dtypes,
 }
 
 # Flags each zoo model needs on the command line.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,14 @@ class TensorSignature:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """An independent way to run the source model (for golden outputs), not through TVM."""
+
+    name: str  # "onnx-reference", "torch", ...
+    run: Callable[[tuple[Any, ...]], list[Any]]  # NumPy inputs in model order → NumPy outputs
+
+
+@dataclass(frozen=True)
 class ImportedModel:
     """What every frontend produces.
 
@@ -34,6 +43,7 @@ class ImportedModel:
     source_format: str
     source_sha256: str
     operators: tuple[str, ...]  # the model's operator types, sorted, for metadata
+    reference: Reference | None = None
 
 
 def file_sha256(path: Path) -> str:
@@ -61,7 +71,15 @@ def import_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Import
         from relay2cmake.frontends.onnx import import_onnx
 
         return import_onnx(path, input_shapes)
+    if suffix == ".py":
+        from relay2cmake.frontends.tvmscript import import_tvmscript
+
+        return import_tvmscript(path, input_shapes)
+    if suffix == ".pt2":
+        from relay2cmake.frontends.torch import import_torch
+
+        return import_torch(path, input_shapes)
     raise UserError(
-        f"Cannot tell the format of {str(path)!r} from its extension {suffix or '(none)'!r}: "
-        "relay2cmake reads ONNX models (.onnx)."
+        f"Cannot tell the format of {str(path)!r} from its extension {suffix or '(none)'!r}: relay2cmake "
+        "reads ONNX models (.onnx), PyTorch exported programs (.pt2) and TVMScript Relax modules (.py)."
     )

@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto
 
 from relay2cmake.errors import ModelError, UserError
-from relay2cmake.frontends import ImportedModel, TensorSignature, file_sha256
+from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
 
 # ONNX element types we can carry through the C API, by the name TVM uses.
 ONNX_DTYPES = {
@@ -225,7 +225,20 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Importe
         source_format="onnx",
         source_sha256=file_sha256(path),
         operators=tuple(sorted({n.op_type for n in model.graph.node})),
+        reference=Reference("onnx-reference", _reference_runner(model, [s.name for s in inputs])),
     )
+
+
+def _reference_runner(model: onnx.ModelProto, input_names: list[str]):
+    """ONNX's own reference evaluator: independent of TVM, slow but fine for one run."""
+
+    def run(arrays):
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+        return list(evaluator.run(None, dict(zip(input_names, arrays, strict=True))))
+
+    return run
 
 
 def _output_signatures(module, names: tuple[str, ...]) -> tuple[TensorSignature, ...]:

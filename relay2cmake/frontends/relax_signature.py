@@ -1,0 +1,89 @@
+"""Signatures of a Relax ``main`` and the binding of its symbolic dimensions.
+
+Shared by the frontends that hand us Relax directly (TVMScript) or through TVM's own
+importer (PyTorch): both may carry symbolic dimensions, which ``--input-shape`` fixes.
+"""
+
+from __future__ import annotations
+
+from relay2cmake.errors import ModelError, UserError
+from relay2cmake.frontends import TensorSignature
+
+
+def _dims(shape) -> list:
+    return list(shape.values) if shape is not None and hasattr(shape, "values") else []
+
+
+def bind_input_shapes(module, names: list[str], input_shapes: dict[str, tuple[int, ...]]):
+    """``module`` with every symbolic dimension of ``main``'s inputs replaced by a number.
+
+    ``names[i]`` is the user-facing name of parameter i. A symbolic dimension that no
+    ``--input-shape`` fixes is an error naming the input and the dimension.
+    """
+    import tvm
+    from tvm import relax
+
+    main = module["main"]
+    unknown = sorted(set(input_shapes) - set(names))
+    if unknown:
+        raise UserError(
+            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model; "
+            f"its inputs are: {', '.join(map(repr, names)) or '(none)'}."
+        )
+    bindings: dict[str, int] = {}
+    for name, param in zip(names, main.params, strict=True):
+        info = param.ty
+        if not isinstance(info, relax.TensorType):
+            raise ModelError(f"Input {name!r} is not a tensor; only tensor inputs are supported.")
+        dims = _dims(info.shape)
+        given = input_shapes.get(name)
+        if given is not None and len(given) != len(dims):
+            raise UserError(
+                f"--input-shape for {name!r} has {len(given)} dimensions but the input has {len(dims)}."
+            )
+        for axis, dim in enumerate(dims):
+            if isinstance(dim, tvm.tirx.IntImm):
+                if given is not None and given[axis] != int(dim.value):
+                    raise UserError(
+                        f"--input-shape for {name!r} sets dimension {axis} to {given[axis]}, "
+                        f"but the model fixes it to {int(dim.value)}."
+                    )
+            elif isinstance(dim, tvm.tirx.Var):
+                if given is None:
+                    raise UserError(
+                        f"Input {name!r} has a symbolic dimension {axis} ({dim.name}). "
+                        f"Fix it with --input-shape {name}=D0,D1,..."
+                    )
+                bindings.setdefault(dim.name, given[axis])
+            else:
+                raise ModelError(f"Input {name!r} has a computed dimension {dim}; give static shapes.")
+    if not bindings:
+        return module
+    return relax.transform.BindSymbolicVars(bindings, "main")(module)
+
+
+def signature_of(info, name: str) -> TensorSignature:
+    import tvm
+    from tvm import relax
+
+    if not isinstance(info, relax.TensorType) or info.shape is None:
+        raise ModelError(f"{name!r} is not a tensor with a known shape.")
+    dims = []
+    for dim in _dims(info.shape):
+        if not isinstance(dim, tvm.tirx.IntImm):
+            raise ModelError(f"{name!r} has a shape that is not known at generation time ({info.shape}).")
+        dims.append(int(dim.value))
+    return TensorSignature(name, str(info.dtype), tuple(dims))
+
+
+def main_signatures(
+    module, input_names: list[str]
+) -> tuple[tuple[TensorSignature, ...], tuple[TensorSignature, ...]]:
+    """Inputs and outputs of a static ``main``; outputs are named output_0, output_1, ..."""
+    main = module["main"]
+    inputs = tuple(signature_of(p.ty, n) for n, p in zip(input_names, main.params, strict=True))
+    ret = main.ret_ty
+    fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
+    names = ["output"] if len(fields) == 1 else [f"output_{i}" for i in range(len(fields))]
+    outputs = tuple(signature_of(info, name) for info, name in zip(fields, names, strict=True))
+    return inputs, outputs

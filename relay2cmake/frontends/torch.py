@@ -1,0 +1,80 @@
+"""PyTorch → Relax: a ``torch.export.save``d ExportedProgram (``.pt2``).
+
+Inputs are the program's user inputs, named as in ``forward``'s signature; parameters and
+buffers become constants. Outputs are ``output`` (one) or ``output_0``, ``output_1``, ...
+PyTorch itself runs the program for the golden outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from relay2cmake.errors import ModelError, UserError
+from relay2cmake.frontends import ImportedModel, Reference, file_sha256
+from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
+
+
+def _load(path: Path):
+    try:
+        import torch
+    except ImportError:
+        raise UserError(
+            "Reading .pt2 files needs PyTorch: pip install torch==2.13.0 (the CPU build), then run gen again."
+        ) from None
+    try:
+        return torch.export.load(str(path))
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:400]
+        raise ModelError(
+            f"{str(path)!r} is not a readable torch.export archive ({type(exc).__name__}: {message}). "
+            "Save one with torch.export.save(torch.export.export(model, example_inputs), 'model.pt2')."
+        ) from None
+
+
+def _user_input_names(program) -> list[str]:
+    from torch.export.graph_signature import InputKind
+
+    return [spec.arg.name for spec in program.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+
+
+def _runner(program):
+    def run(arrays):
+        import torch
+
+        with torch.no_grad():
+            result = program.module()(*[torch.from_numpy(np.asarray(a).copy()) for a in arrays])
+        values = list(result) if isinstance(result, tuple | list) else [result]
+        return [v.detach().numpy() for v in values]
+
+    return run
+
+
+def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+    program = _load(path)
+    names = _user_input_names(program)
+    from tvm.relax.frontend.torch import from_exported_program
+
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            module = from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:800]
+        raise ModelError(f"TVM's PyTorch importer failed on this program: {type(exc).__name__}: {message}") from None
+    module = bind_input_shapes(module, names, input_shapes)
+    inputs, outputs = main_signatures(module, names)
+    operators = sorted({str(node.target) for node in program.graph.nodes if node.op == "call_function"})
+    return ImportedModel(
+        module=module,
+        inputs=inputs,
+        outputs=outputs,
+        source_format="pt2",
+        source_sha256=file_sha256(path),
+        operators=tuple(operators),
+        reference=Reference("torch", _runner(program)),
+    )

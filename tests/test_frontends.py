@@ -1,0 +1,115 @@
+"""The other inputs: a PyTorch ExportedProgram (.pt2) and a TVMScript Relax module (.py),
+each built and run as a package and compared with an independent computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from packaging_helpers import build_package, relay2cmake, run
+
+TVMSCRIPT = """
+import numpy as np
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+rng = np.random.default_rng(0)
+W = rng.standard_normal((4, 3)).astype("float32")
+B = rng.standard_normal((3,)).astype("float32")
+
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), scale: R.Tensor((), "float32")):
+        with R.dataflow():
+            h = R.nn.relu(R.add(R.matmul(x, R.const(W)), R.const(B)))
+            y = R.multiply(h, scale)
+            total = R.sum(y, axis=[1])
+            R.output(y, total)
+        return (y, total)
+"""
+
+
+def _run_cli(package, inputs: list[np.ndarray], tmp_path) -> list[np.ndarray]:
+    paths = []
+    for index, array in enumerate(inputs):
+        paths.append(tmp_path / f"in{index}.npy")
+        np.save(paths[-1], array)
+    cli = package.install / "bin" / f"{package.prefix}_cli"
+    run([cli, "--output-dir", tmp_path / "out", *paths])
+    return [np.load(tmp_path / "out" / f"output_{i}.npy") for i in range(len(package.metadata["outputs"]))]
+
+
+def test_tvmscript_module(tmp_path):
+    source = tmp_path / "scaled_mlp.py"
+    source.write_text(TVMSCRIPT)
+    message = relay2cmake("gen", str(source), "-o", str(tmp_path / "x"), check=False).stderr
+    assert "Input 'x' has a symbolic dimension 0 (n)" in message
+    package = build_package(source, tmp_path / "work", "ScaledMlp", ["--input-shape", "x=5,4"])
+    meta = package.metadata
+    assert [i["name"] for i in meta["inputs"]] == ["x", "scale"]
+    assert [o["name"] for o in meta["outputs"]] == ["output_0", "output_1"]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    scale = np.array(1.5, dtype=np.float32)
+    weights = np.random.default_rng(0)  # the script's own generator and draws
+    w = weights.standard_normal((4, 3)).astype(np.float32)
+    b = weights.standard_normal((3,)).astype(np.float32)
+    y, total = _run_cli(package, [x, scale], tmp_path)
+    expected = np.maximum(x @ w + b, 0) * scale
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(total, expected.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_tvmscript_without_a_module_is_a_clear_error(tmp_path):
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    result = relay2cmake("gen", str(tmp_path / "empty.py"), "-o", str(tmp_path / "o"), check=False)
+    assert result.returncode == 1 and "must define one Relax IRModule" in result.stderr
+
+
+torch = pytest.importorskip("torch", reason="PyTorch is a test dependency (pip install torch==2.13.0)")
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        )  # fmt: skip
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, image):
+        return torch.softmax(self.head(torch.flatten(self.features(image), 1)), dim=-1)
+
+
+def _export(module, example, path):
+    torch.manual_seed(0)
+    program = torch.export.export(module.eval(), (example,))
+    torch.export.save(program, str(path))
+    return program
+
+
+@pytest.mark.parametrize("kind", ["cnn", "encoder"])
+def test_pytorch_exported_program(kind, tmp_path):
+    torch.manual_seed(0)
+    if kind == "cnn":
+        module, example = SmallCNN(), torch.randn(1, 3, 32, 32)
+    else:
+        module = torch.nn.TransformerEncoderLayer(
+            d_model=64, nhead=4, dim_feedforward=128, batch_first=True, dropout=0.0
+        )
+        example = torch.randn(1, 16, 64)
+    path = tmp_path / f"{kind}.pt2"
+    program = _export(module, example, path)
+    package = build_package(path, tmp_path / "work", kind.capitalize(), [])
+    meta = package.metadata
+    assert meta["golden"]["reference"] == "torch"
+    expected_name = "image" if kind == "cnn" else "src"
+    assert meta["inputs"][0]["name"] == expected_name
+    x = torch.randn(*example.shape)
+    (ours,) = _run_cli(package, [x.numpy()], tmp_path)
+    with torch.no_grad():
+        reference = program.module()(x).numpy()
+    np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-5)

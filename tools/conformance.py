@@ -1,0 +1,402 @@
+"""ONNX conformance: every node test case through the full user path and through TVM's VM.
+
+    .venv/bin/python tools/conformance.py                      # everything, writes docs/conformance.md
+    .venv/bin/python tools/conformance.py --filter 'conv|gemm'  # a subset (regular expression)
+    .venv/bin/python tools/conformance.py --slice ci            # the representative CI slice
+
+Suites: ONNX's node cases (regenerated from the installed onnx wheel, which ships the
+definitions but not the data), plus the wheel's `pytorch-converted` and `pytorch-operator`
+suites. Each case runs
+
+- through TVM's Relax VM: our ONNX import, `tvm.compile` for LLVM, run, compare;
+- through relay2cmake: `gen` → one CMake super-build of all packages (which also proves that
+  many models link into one build) → each package's `<prefix>_cli` on the case's inputs →
+  compare.
+
+Both paths use the same tolerance (rtol 1e-3, atol 1e-5) against the case's expected
+outputs. Cases whose inputs or outputs are not tensors (sequences, optionals) are counted
+apart, as neither path can take them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+RTOL, ATOL = 1e-3, 1e-5
+
+# Dozens of cases across operator families, for CI: elementwise, activations, reductions,
+# matmul/gemm, convolution and pooling, normalisation, shape manipulation, indexing,
+# casts and comparisons, plus PyTorch-converted layers.
+CI_SLICE = [
+    "test_abs", "test_add_bcast", "test_sub", "test_mul_bcast", "test_div", "test_pow", "test_sqrt",
+    "test_exp", "test_log", "test_neg", "test_reciprocal", "test_clip", "test_relu", "test_leakyrelu",
+    "test_sigmoid", "test_tanh", "test_elu", "test_selu", "test_softplus", "test_hardsigmoid",
+    "test_softmax_axis_1", "test_logsoftmax_axis_1", "test_reduce_sum_keepdims_example",
+    "test_reduce_mean_default_axes_keepdims_example", "test_reduce_max_do_not_keepdims_example",
+    "test_argmax_default_axis_example", "test_matmul_2d", "test_matmul_4d", "test_gemm_all_attributes",
+    "test_gemm_default_single_elem_vector_bias", "test_conv_with_strides_padding",
+    "test_conv_with_autopad_same", "test_convtranspose", "test_maxpool_2d_pads",
+    "test_averagepool_2d_strides", "test_globalaveragepool", "test_batchnorm_example",
+    "test_instancenorm_example", "test_layer_normalization_2d_axis1", "test_transpose_default",
+    "test_reshape_reordered_all_dims", "test_flatten_axis1", "test_squeeze", "test_unsqueeze_axis_0",
+    "test_concat_2d_axis_0", "test_split_equal_parts_1d_opset18", "test_slice", "test_gather_0",
+    "test_gather_elements_0", "test_where_example", "test_cast_FLOAT_to_DOUBLE",
+    "test_equal", "test_greater", "test_not", "test_and2d", "test_expand_dim_changed", "test_tile",
+    "test_pad", "test_resize_upsample_scales_nearest", "test_depthtospace_example",
+    "test_einsum_batch_matmul",
+    "test_cumsum_1d", "test_range_float_type_positive_delta", "test_min_two_inputs", "test_max_example",
+    "test_mean_example", "test_erf", "test_gelu_default_1", "test_hardmax_example", "test_shape",
+    "test_size", "test_constantofshape_float_ones", "test_identity", "test_topk",
+    "test_AvgPool2d", "test_BatchNorm2d_eval", "test_Conv2d_depthwise_padded", "test_Linear",
+    "test_PReLU_2d", "test_Softmax", "test_operator_add_broadcast", "test_operator_maxpool",
+]  # fmt: skip
+
+
+@dataclass
+class Case:
+    suite: str
+    name: str
+    directory: str
+
+
+@dataclass
+class Result:
+    suite: str
+    name: str
+    tensor_case: bool = True
+    vm: str = "not run"  # "pass" or a reason
+    gen: str = "not run"  # "generated" or a reason; later "pass" or a reason
+    package: str = ""
+    operators: list[str] = field(default_factory=list)
+
+
+def generate_node_cases(directory: Path) -> None:
+    """ONNX's node test data, from the definitions in the installed wheel (about 10 s)."""
+    import onnx.backend.test.case.node as node
+    import onnx.backend.test.cmd_tools as tools
+
+    tools.model_test.collect_testcases = lambda: node.collect_testcases()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        tools.generate_data(argparse.Namespace(output=str(directory), op_type=None))
+
+
+def collect(cases_dir: Path) -> list[Case]:
+    cases = [Case("node", d.name, str(d)) for d in sorted((cases_dir / "node").iterdir())]
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    for suite in ("pytorch-converted", "pytorch-operator"):
+        cases += [
+            Case(suite, d.name, str(d))
+            for d in sorted((data / suite).iterdir())
+            if (d / "model.onnx").exists()
+        ]
+    return cases
+
+
+def _load_values(directory: Path, stem: str) -> list[np.ndarray] | None:
+    """Tensors of test_data_set_0, or None when one is not a tensor."""
+    values = []
+    for path in sorted(directory.glob(f"{stem}_*.pb"), key=lambda p: int(p.stem.split("_")[-1])):
+        tensor = onnx.TensorProto()
+        try:
+            tensor.ParseFromString(path.read_bytes())
+            if not tensor.name and not tensor.dims and not tensor.raw_data and tensor.data_type == 0:
+                return None
+            values.append(numpy_helper.to_array(tensor))
+        except Exception:
+            return None
+    return values
+
+
+def _matches(actual: list[np.ndarray], expected: list[np.ndarray]) -> str:
+    if len(actual) != len(expected):
+        return f"wrong number of outputs ({len(actual)} vs {len(expected)})"
+    for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        a = np.asarray(a)
+        if a.shape != e.shape:
+            return f"output {index}: shape {a.shape} vs {e.shape}"
+        if e.dtype.kind in "fc":
+            if not np.allclose(
+                a.astype(np.float64), e.astype(np.float64), rtol=RTOL, atol=ATOL, equal_nan=True
+            ):
+                worst = np.nanmax(np.abs(a.astype(np.float64) - e))
+                return f"output {index}: values differ (max abs {worst:.3g})"
+        elif not np.array_equal(a.astype(e.dtype), e):
+            return f"output {index}: values differ"
+    return "pass"
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def run_case(job: tuple[int, Case, str]) -> Result:
+    """The VM path and the generation step for one case (runs in a worker process)."""
+    index, case, packages_dir = job
+    from relay2cmake.errors import Relay2CMakeError
+    from relay2cmake.frontends import import_model
+    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.golden import tvm_vm_reference
+
+    result = Result(case.suite, case.name)
+    directory = Path(case.directory)
+    model_path = directory / "model.onnx"
+    inputs = _load_values(directory / "test_data_set_0", "input")
+    expected = _load_values(directory / "test_data_set_0", "output")
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+        result.operators = sorted({n.op_type for n in model.graph.node})
+    except Exception as exc:
+        result.vm = result.gen = _short(exc)
+        return result
+    if inputs is None or expected is None:
+        result.tensor_case = False
+        result.vm = result.gen = "inputs or outputs are not tensors"
+        return result
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
+        warnings.simplefilter("ignore")
+        try:
+            imported = import_model(model_path, {})
+            result.vm = _matches(tvm_vm_reference(imported, inputs), expected)
+        except Relay2CMakeError as exc:
+            result.vm = str(exc)[:300]
+        except Exception as exc:
+            result.vm = _short(exc)
+        name = f"Case{index:04d}"
+        try:
+            generate(
+                GenerateOptions(
+                    model=model_path, out=Path(packages_dir) / name.lower(), name=name, force=True
+                )
+            )
+            result.gen = "generated"
+            result.package = name.lower()
+        except Relay2CMakeError as exc:
+            result.gen = str(exc)[:300]
+        except Exception as exc:
+            result.gen = _short(exc)
+    return result
+
+
+def super_build(work: Path, packages: list[str], jobs: int) -> Path:
+    """One CMake project that adds every package and builds every cli (keeps going on errors)."""
+    lines = ["cmake_minimum_required(VERSION 3.16)", "project(conformance LANGUAGES C)"]
+    for prefix in packages:
+        upper = prefix.upper()
+        lines += [
+            f'set({upper}_BUILD_TOOLS ON CACHE BOOL "" FORCE)',
+            f'set({upper}_BUILD_TESTS OFF CACHE BOOL "" FORCE)',
+            f'set({upper}_INSTALL OFF CACHE BOOL "" FORCE)',
+            f"add_subdirectory(packages/{prefix} {prefix})",
+        ]
+    (work / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
+    build = work / "build"
+    cmake = str(Path(sys.executable).parent / "cmake")
+    subprocess.run(
+        [cmake, "-S", work, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
+        check=True,
+        capture_output=True,
+    )
+    log = subprocess.run(
+        [cmake, "--build", build, "--parallel", str(jobs), "--", "-k", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    (work / "build.log").write_text(log.stdout + log.stderr)
+    return build
+
+
+def _build_error(log: str, prefix: str) -> str:
+    for line in log.splitlines():
+        if f"/{prefix}/" in line and "error:" in line:
+            return "build error: " + line.split("error:", 1)[1].strip()[:200]
+    return "build error"
+
+
+def run_packages(
+    results: list[Result], cases: dict[str, Case], build: Path, log: str, packages_dir: Path
+) -> None:
+    for result in results:
+        if result.gen != "generated":
+            continue
+        cli = build / result.package / f"{result.package}_cli"
+        if not cli.exists():
+            result.gen = _build_error(log, result.package)
+            continue
+        directory = Path(cases[result.name].directory) / "test_data_set_0"
+        inputs, expected = _load_values(directory, "input"), _load_values(directory, "output")
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            declared = json.loads((packages_dir / result.package / "metadata.json").read_text())["inputs"]
+            for i, (array, spec) in enumerate(zip(inputs, declared, strict=False)):
+                # Some cases store a scalar as [1] (or the reverse); feed the declared shape.
+                if array.size == int(np.prod(spec["shape"], dtype=np.int64)):
+                    array = array.reshape(spec["shape"])
+                paths.append(Path(tmp) / f"in{i}.npy")
+                np.save(paths[-1], np.asarray(array, order="C"))
+            run = subprocess.run(
+                [cli, "--output-dir", Path(tmp) / "out", *paths],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=120,
+            )
+            if run.returncode != 0:
+                result.gen = f"run failed ({run.returncode}): {run.stderr.strip()[:200]}"
+                continue
+            actual = [np.load(Path(tmp) / "out" / f"output_{i}.npy") for i in range(len(expected))]
+        result.gen = _matches(actual, expected)
+
+
+def reason_group(reason: str) -> str:
+    """Failure reasons with case-specific details folded, for counting."""
+    text = re.sub(r"'[^']*'", "'…'", reason)
+    text = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
+    text = re.sub(r"\([^()]*\)", "(…)", text)
+    return text[:140]
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count} ({100 * count / total:.0f}%)" if total else str(count)
+
+
+def write_report(results: list[Result], path: Path, seconds: float, selection: str) -> None:
+    suites = sorted({r.suite for r in results})
+    lines = [
+        "# ONNX conformance",
+        "",
+        f"Produced by `tools/conformance.py` ({selection}) in {seconds / 60:.1f} minutes on a 2-core "
+        "machine.",
+        "Each case runs through TVM's Relax VM (our ONNX import, `tvm.compile` for LLVM) and through",
+        "the full relay2cmake path (gen → CMake super-build → `<prefix>_cli` on the case's inputs),",
+        f"compared with the case's expected outputs at rtol {RTOL}, atol {ATOL}.",
+        "",
+        "| suite | cases | tensor cases | TVM VM passes | relay2cmake passes "
+        "| VM passes lost by relay2cmake |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for suite in [*suites, "all"]:
+        rows = [r for r in results if suite in ("all", r.suite)]
+        tensor = [r for r in rows if r.tensor_case]
+        vm = sum(r.vm == "pass" for r in tensor)
+        ours = sum(r.gen == "pass" for r in tensor)
+        lost = sum(r.vm == "pass" and r.gen != "pass" for r in tensor)
+        lines.append(
+            f"| {suite} | {len(rows)} | {len(tensor)} | {_share(vm, len(tensor))} "
+            f"| {_share(ours, len(tensor))} | {lost} |"
+        )
+    lines += ["", "## relay2cmake failures by reason", "", "| cases | reason |", "| ---: | --- |"]
+    for reason, count in Counter(
+        reason_group(r.gen) for r in results if r.tensor_case and r.gen != "pass"
+    ).most_common(40):
+        lines.append(f"| {count} | {reason.replace('|', '/')} |")
+    lost = [r for r in results if r.tensor_case and r.vm == "pass" and r.gen != "pass"]
+    if lost:
+        lines += ["", "## Cases the VM passes and relay2cmake does not", ""]
+        lines += [f"- `{r.suite}/{r.name}`: {r.gen}" for r in lost]
+    passed_ops = sorted({op for r in results if r.gen == "pass" for op in r.operators})
+    lines += [
+        "",
+        f"## Operators with at least one passing case ({len(passed_ops)})",
+        "",
+        ", ".join(passed_ops),
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="ONNX conformance through relay2cmake and TVM's VM")
+    parser.add_argument("--filter", default="", help="regular expression on case names")
+    parser.add_argument("--slice", choices=["ci"], help="run the representative CI slice")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many cases")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--work", type=Path, help="keep the work folder here (default: a temporary one)")
+    parser.add_argument(
+        "--out", type=Path, help="Markdown report (default: docs/conformance.md for a full run)"
+    )
+    parser.add_argument("--json", type=Path, help="also write every result as JSON")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    work = args.work or Path(tempfile.mkdtemp(prefix="conformance-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "cases" / "node").is_dir():
+        generate_node_cases(work / "cases")
+    cases = collect(work / "cases")
+    if args.slice == "ci":
+        wanted = set(CI_SLICE)
+        cases = [c for c in cases if c.name in wanted]
+    if args.filter:
+        cases = [c for c in cases if re.search(args.filter, c.name)]
+    if args.limit:
+        cases = cases[: args.limit]
+    packages = work / "packages"
+    shutil.rmtree(packages, ignore_errors=True)
+    packages.mkdir()
+    print(f"{len(cases)} cases; work folder {work}", flush=True)
+
+    jobs = [(i, c, str(packages)) for i, c in enumerate(cases)]
+    results: list[Result] = []
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=50) as pool:
+        for done, result in enumerate(pool.imap(run_case, jobs, chunksize=4), 1):
+            results.append(result)
+            if done % 100 == 0:
+                print(f"  generated {done}/{len(cases)} ({time.perf_counter() - start:.0f}s)", flush=True)
+    generated = [r.package for r in results if r.gen == "generated"]
+    print(f"building {len(generated)} packages in one CMake project", flush=True)
+    build = super_build(work, generated, args.jobs) if generated else work
+    log = (work / "build.log").read_text() if generated else ""
+    run_packages(results, {c.name: c for c in cases}, build, log, packages)
+    seconds = time.perf_counter() - start
+
+    selection = "the CI slice" if args.slice else (f"filter {args.filter!r}" if args.filter else "all cases")
+    out = args.out or (
+        ROOT / "docs" / "conformance.md" if not (args.slice or args.filter or args.limit) else None
+    )
+    if out:
+        write_report(results, out, seconds, selection)
+        print(f"wrote {out}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
+    tensor = [r for r in results if r.tensor_case]
+    vm = sum(r.vm == "pass" for r in tensor)
+    ours = sum(r.gen == "pass" for r in tensor)
+    lost = [r for r in tensor if r.vm == "pass" and r.gen != "pass"]
+    print(
+        f"{len(tensor)} tensor cases: TVM VM {vm} pass, relay2cmake {ours} pass, {len(lost)} VM passes lost"
+    )
+    for r in lost:
+        print(f"  lost {r.name}: {r.gen}")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
