@@ -32,19 +32,33 @@ class LoweredModel:
 _C_INTRINSICS_REGISTERED = False
 
 
+# libm functions for TIR's unary float intrinsics. TVM's ``c`` target has no lowering for
+# ``fabs`` at all, and none for float16 arguments of the others.
+_C_UNARY_MATH = ("fabs", "floor", "ceil", "exp", "log", "sqrt", "tanh", "sin", "cos", "erf")
+
+
 def _register_c_intrinsics() -> None:
-    """Lowerings TVM's ``c`` target lacks: float ``abs`` (``tirx.fabs``) reaches code
-    generation unresolved (abs, softplus, ... fail to build without this)."""
     global _C_INTRINSICS_REGISTERED
     if _C_INTRINSICS_REGISTERED:
         return
     import tvm
 
-    def fabs(call):
-        dtype = str(call.ty)
-        return tvm.tirx.call_pure_extern(dtype, "fabsf" if dtype == "float32" else "fabs", call.args[0])
+    def lowering(name: str):
+        def lower_call(call):
+            dtype, arg = str(call.ty), call.args[0]
+            if dtype == "float64":
+                return tvm.tirx.call_pure_extern(dtype, name, arg)
+            if dtype == "float32":
+                return tvm.tirx.call_pure_extern(dtype, name + "f", arg)
+            # float16 (and anything narrower): compute in float32, round back.
+            wide = tvm.tirx.call_pure_extern("float32", name + "f", tvm.tirx.Cast("float32", arg))
+            return tvm.tirx.Cast(dtype, wide)
 
-    tvm.tirx.op.register_intrin_lowering("tirx.fabs", "c", f=fabs, level=10)
+        return lower_call
+
+    for name in _C_UNARY_MATH:
+        # Level 20 outranks TVM's own "c" lowerings (level 10) where it has one.
+        tvm.tirx.op.register_intrin_lowering(f"tirx.{name}", "c", f=lowering(name), level=20)
     _C_INTRINSICS_REGISTERED = True
 
 
