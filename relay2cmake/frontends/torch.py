@@ -39,7 +39,8 @@ def _load(path: Path):
 def _user_input_names(program) -> list[str]:
     from torch.export.graph_signature import InputKind
 
-    return [spec.arg.name for spec in program.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    specs = program.graph_signature.input_specs
+    return [spec.arg.name for spec in specs if spec.kind == InputKind.USER_INPUT]
 
 
 def _runner(program):
@@ -65,7 +66,9 @@ def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Import
             module = from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
-        raise ModelError(f"TVM's PyTorch importer failed on this program: {type(exc).__name__}: {message}") from None
+        raise ModelError(
+            f"TVM's PyTorch importer failed on this program: {type(exc).__name__}: {message}"
+        ) from None
     module = bind_input_shapes(module, names, input_shapes)
     inputs, outputs = main_signatures(module, names)
     operators = sorted({str(node.target) for node in program.graph.nodes if node.op == "call_function"})
