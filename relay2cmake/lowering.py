@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay2cmake import kernel_source
+from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.errors import ModelError
 
 SUPPORTED_TARGETS = ("c",)
@@ -92,6 +93,7 @@ def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
     target = tvm.target.Target(target_name)
     if target_name == "c":
         _register_c_intrinsics()
+        module = widen_float16_mod(module)
     try:
         with target:
             lowered = relax.backend.cpu_generic.get_default_pipeline(target)(module)
