@@ -24,6 +24,7 @@ def widen_float16_mod(module):
             return call
 
     functions = {
-        gv: _Widen().visit_expr(f) if isinstance(f, relax.Function) else f for gv, f in module.functions.items()
+        gv: _Widen().visit_expr(f) if isinstance(f, relax.Function) else f
+        for gv, f in module.functions.items()
     }
     return tvm.IRModule(functions, attrs=module.attrs)  # a new module: the caller's stays as it was

@@ -66,6 +66,18 @@ def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def parse_constant_inputs(values: list[str]) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for value in values:
+        name, sep, data = value.partition("=")
+        if not sep or not name:
+            raise UserError(f"--constant-input {value!r} is not NAME=values.npy or NAME=1,2,3.")
+        if name in result:
+            raise UserError(f"--constant-input gives {name!r} twice.")
+        result[name] = data
+    return result
+
+
 def _run(action) -> None:
     try:
         action()
@@ -90,6 +102,9 @@ def gen(
     input_shape: list[str] = typer.Option(
         [], "--input-shape", help="Fix an input's shape, NAME=D0,D1,... (repeatable)."
     ),
+    constant_input: list[str] = typer.Option(
+        [], "--constant-input", help="Freeze an ONNX input: NAME=values.npy or NAME=1,2,3 (repeatable)."
+    ),
     target: list[str] = typer.Option(["c"], "--target", help="Kernel target (only 'c' in this version)."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is not empty."),
 ) -> None:
@@ -109,6 +124,7 @@ def gen(
                 input_shapes=parse_input_shapes(input_shape),
                 target=target[0],
                 force=force,
+                constant_inputs=parse_constant_inputs(constant_input),
             ),
             progress=_progress(),
         )

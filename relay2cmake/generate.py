@@ -25,6 +25,7 @@ class GenerateOptions:
     input_shapes: dict[str, tuple[int, ...]] | None = None
     target: str = "c"
     force: bool = False
+    constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     imported = timed(
         "import",
         f"Importing {options.model.name}",
-        lambda: import_model(options.model, options.input_shapes or {}),
+        lambda: import_model(options.model, options.input_shapes or {}, options.constant_inputs),
     )
     lowered = timed(
         "lower",

@@ -63,14 +63,20 @@ def check_model_path(path: Path) -> None:
         raise UserError(f"Model file {str(path)!r} is empty.")
 
 
-def import_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def import_model(
+    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None = None
+) -> ImportedModel:
     """Choose the frontend by file extension and import the model."""
     check_model_path(path)
     suffix = path.suffix.lower()
     if suffix == ".onnx":
         from relay2cmake.frontends.onnx import import_onnx
 
-        return import_onnx(path, input_shapes)
+        return import_onnx(path, input_shapes, constant_inputs)
+    if constant_inputs:
+        raise UserError(
+            "--constant-input applies to ONNX models; freeze values in the model itself for other formats."
+        )
     if suffix == ".py":
         from relay2cmake.frontends.tvmscript import import_tvmscript
 

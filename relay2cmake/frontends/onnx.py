@@ -7,11 +7,13 @@ import io
 import warnings
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
+from relay2cmake.frontends.onnx_fold import fold_constants, freeze_inputs, set_input_shapes
 
 # ONNX element types we can carry through the C API, by the name TVM uses.
 ONNX_DTYPES = {
@@ -185,16 +187,75 @@ def load_checked(path: Path) -> onnx.ModelProto:
     return model
 
 
-def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def _unsupported_error(problems: list[str]) -> ModelError:
+    return ModelError(
+        f"The model uses {len(problems)} operator(s) that cannot be lowered: {'; '.join(problems)}. "
+        "Replace them (or export the model without them) and run gen again."
+    )
+
+
+def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[str, np.ndarray]:
+    """``--constant-input NAME=VALUES`` (a .npy file or comma-separated numbers), checked
+    against the input's declared dtype and shape."""
+    initializers = {init.name for init in model.graph.initializer}
+    declared = {vi.name: vi for vi in model.graph.input if vi.name not in initializers}
+    values = {}
+    for name, text in raw.items():
+        if name not in declared:
+            raise UserError(
+                f"--constant-input names {name!r}, which is not an input of this model; "
+                f"its inputs are: {', '.join(map(repr, declared)) or '(none)'}."
+            )
+        tensor_type = declared[name].type.tensor_type
+        dtype = np.dtype(numpy_dtype_name(_dtype_name(tensor_type.elem_type, f"Input {name!r}")))
+        try:
+            if text.endswith(".npy"):
+                array = np.load(text, allow_pickle=False)
+            else:
+                array = np.array([float(v) for v in text.split(",")] if text.strip() else [])
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--constant-input {name}={text}: cannot read the values ({exc}).") from None
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+        if len(dims) == 0 and array.size == 1:
+            array = array.reshape(())
+        if len(dims) != array.ndim or any(
+            d is not None and d != s for d, s in zip(dims, array.shape, strict=True)
+        ):
+            raise UserError(
+                f"--constant-input {name}: the input is declared with shape "
+                f"{_describe_dims(tensor_type.shape.dim)}, "
+                f"the values have shape {list(array.shape)}."
+            )
+        values[name] = array.astype(dtype)
+    return values
+
+
+def numpy_dtype_name(dtype: str) -> str:
+    return "bool" if dtype == "bool" else dtype
+
+
+def import_onnx(
+    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None = None
+) -> ImportedModel:
     model = load_checked(path)
     opset = _opset(model)
+    operators = tuple(sorted({n.op_type for n in model.graph.node}))
+    problems = unsupported_nodes(model)
+    try:
+        frozen = constant_input_values(model, constant_inputs or {})
+        model = freeze_inputs(model, frozen) if frozen else model
+        inputs = _input_signatures(model, input_shapes)
+        set_input_shapes(model, {s.name: s.shape for s in inputs})
+        # Shape arithmetic and everything computed from constants become constants; this may
+        # also remove operators TVM cannot convert.
+        model = fold_constants(model)
+    except UserError:
+        if problems:
+            raise _unsupported_error(problems) from None
+        raise
     problems = unsupported_nodes(model)
     if problems:
-        raise ModelError(
-            f"The model uses {len(problems)} operator(s) that cannot be lowered: {'; '.join(problems)}. "
-            "Replace them (or export the model without them) and run gen again."
-        )
-    inputs = _input_signatures(model, input_shapes)
+        raise _unsupported_error(problems)
     output_names = _output_names(model)
 
     from tvm.relax.frontend.onnx import from_onnx
@@ -224,7 +285,7 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Importe
         outputs=outputs,
         source_format="onnx",
         source_sha256=file_sha256(path),
-        operators=tuple(sorted({n.op_type for n in model.graph.node})),
+        operators=operators,
         reference=Reference("onnx-reference", _reference_runner(model, [s.name for s in inputs])),
     )
 

@@ -1,0 +1,175 @@
+"""ONNX-level constant folding, before TVM's importer sees the graph.
+
+Once every input shape is static, ``Shape`` and ``Size`` are constants, and so is every node
+computed only from constants: the shape arithmetic exporters emit (Shape → Gather → Concat →
+Reshape), axes and pads computed from initializers, inputs frozen with ``--constant-input``.
+TVM's importer handles constants well and symbolic shape tensors poorly ("Node cannot handle
+ShapeExpr inputs", "Only constant axes currently supported"), so folding them first turns
+those failures into ordinary static models. Nodes are evaluated with ONNX's reference
+implementation, one at a time; anything it cannot evaluate is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+# Never folded: random operators, and nodes whose output is large (folding would inflate
+# the weights; TVM computes those at run time just as well).
+NOT_FOLDED = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+MAX_FOLDED_BYTES = 1 << 20
+
+
+def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """Turn the named graph inputs into initializers holding ``values``."""
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    graph = frozen.graph
+    kept = [vi for vi in graph.input if vi.name not in values]
+    del graph.input[:]
+    graph.input.extend(kept)
+    for name, array in values.items():
+        graph.initializer.append(numpy_helper.from_array(array, name))
+    return frozen
+
+
+def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Write the static shapes into the graph's input declarations (in place)."""
+    for vi in model.graph.input:
+        if vi.name in shapes and vi.type.HasField("tensor_type"):
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for value in shapes[vi.name]:
+                dims.add().dim_value = value
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        return {}
+    shapes = {}
+    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        tensor_type = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+            continue
+        dims = tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = tuple(d.dim_value for d in dims)
+    return shapes
+
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opsets) -> list[np.ndarray] | None:
+    from onnx.reference import ReferenceEvaluator
+
+    names = [f"in{i}" if value is not None else "" for i, value in enumerate(inputs)]
+    single = helper.make_node(
+        node.op_type, names, [f"out{i}" for i in range(len(node.output))], domain=node.domain
+    )
+    single.attribute.extend(node.attribute)
+    graph = helper.make_graph(
+        [single],
+        "fold",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in zip(names, inputs, strict=True) if v is not None],
+        [helper.make_tensor_value_info(f"out{i}", onnx.TensorProto.UNDEFINED, None)
+         for i in range(len(node.output))],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=list(opsets))
+    feeds = {n: v for n, v in zip(names, inputs, strict=True) if v is not None}
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
+    except Exception:
+        return None
+
+
+def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
+    start, end = 0, len(shape)
+    for attribute in node.attribute:
+        if attribute.name == "start":
+            start = attribute.i
+        elif attribute.name == "end":
+            end = attribute.i
+    return np.array(shape[slice(start, end)], dtype=np.int64)
+
+
+def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with every foldable node replaced by its value."""
+    graph = model.graph
+    shapes = _static_shapes(model)
+    known: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    folded: set[str] = set()
+    kept_nodes = []
+    for node in graph.node:
+        value = None
+        if node.domain in ("", "ai.onnx") and node.op_type not in NOT_FOLDED and not _has_subgraph(node):
+            if node.op_type == "Shape" and node.input[0] in shapes:
+                value = [_shape_value(node, shapes[node.input[0]])]
+            elif node.op_type == "Size" and node.input[0] in shapes:
+                value = [np.array(int(np.prod(shapes[node.input[0]], dtype=np.int64)), dtype=np.int64)]
+            elif all(name == "" or name in known for name in node.input):
+                inputs = [known[name] if name else None for name in node.input]
+                value = _evaluate(node, inputs, model.opset_import)
+        if value is None or sum(v.nbytes for v in value) > MAX_FOLDED_BYTES:
+            kept_nodes.append(node)
+            continue
+        for name, array in zip(node.output, value, strict=False):
+            if name:
+                known[name] = array
+                folded.add(name)
+    if not folded:
+        return model
+
+    needed = {name for node in kept_nodes for name in node.input}
+    needed |= {name for node in kept_nodes for name in _subgraph_inputs(node)}
+    outputs = {vi.name for vi in graph.output}
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    new_graph = result.graph
+    del new_graph.node[:]
+    # Folded graph outputs still need a producer: a Constant node.
+    for name in sorted(outputs & folded):
+        new_graph.node.append(
+            helper.make_node(
+                "Constant",
+                [],
+                [name],
+                value=numpy_helper.from_array(known[name], name),
+                name=f"folded_{name}",
+            )
+        )
+    new_graph.node.extend(kept_nodes)
+    originals = [init for init in graph.initializer if init.name in needed or init.name in outputs]
+    del new_graph.initializer[:]
+    new_graph.initializer.extend(originals)
+    for name in sorted(needed & folded - outputs):
+        new_graph.initializer.append(numpy_helper.from_array(known[name], name))
+    kept_values = {vi.name for vi in new_graph.value_info if vi.name not in folded}
+    values = [vi for vi in new_graph.value_info if vi.name in kept_values]
+    del new_graph.value_info[:]
+    new_graph.value_info.extend(values)
+    return result
+
+
+def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
+    names: set[str] = set()
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)
+        for graph in graphs:
+            for inner in graph.node:
+                names.update(inner.input)
+                names.update(_subgraph_inputs(inner))
+    return names
