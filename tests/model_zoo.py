@@ -226,6 +226,44 @@ def all_dtypes() -> onnx.ModelProto:
     return _model(graph)
 
 
+def shape_arithmetic() -> onnx.ModelProto:
+    """What exporters emit for a dynamic batch: the target shape of a Reshape computed from
+    Shape → Gather → Unsqueeze → Concat, plus axes given as an initializer."""
+    rng = _rng(8)
+    inits = [
+        _const("w", rng.standard_normal((12, 4)).astype(np.float32)),
+        _const("zero", np.array(0, dtype=np.int64)),
+        _const("minus_one", np.array([-1], dtype=np.int64)),
+        _const("axes", np.array([0], dtype=np.int64)),
+        _const("sum_axes", np.array([2], dtype=np.int64)),
+    ]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["x_shape"], name="shape"),
+        helper.make_node("Gather", ["x_shape", "zero"], ["batch"], axis=0, name="batch"),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch_1d"], name="batch_1d"),
+        helper.make_node("Concat", ["batch_1d", "minus_one"], ["flat_shape"], axis=0, name="flat_shape"),
+        helper.make_node("ReduceSum", ["x", "sum_axes"], ["summed"], keepdims=1, name="sum"),
+        helper.make_node("Reshape", ["summed", "flat_shape"], ["flat"], name="flatten"),
+        helper.make_node("MatMul", ["flat", "w"], ["y"], name="dense"),
+    ]
+    graph = helper.make_graph(
+        nodes, "shape_arithmetic", [_float_info("x", ["N", 3, 5, 4])], [_float_info("y", ["N", 4])], inits
+    )
+    return _model(graph)
+
+
+def runtime_axes() -> onnx.ModelProto:
+    """ReduceSum whose axes arrive as a graph input: needs --constant-input to compile."""
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0, name="sum")]
+    graph = helper.make_graph(
+        nodes,
+        "runtime_axes",
+        [_float_info("x", [2, 3, 4]), helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+        [_float_info("y", [2, 4])],
+    )
+    return _model(graph)
+
+
 def unsupported_ops() -> onnx.ModelProto:
     """Valid ONNX using operators that TVM's importer cannot convert (Celu, Det, CumProd)."""
     nodes = [
@@ -255,10 +293,14 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "awkward_names": awkward_names,
     "symbolic_batch": symbolic_batch,
     "all_dtypes": all_dtypes,
+    "shape_arithmetic": shape_arithmetic,
 }
 
 # Flags each zoo model needs on the command line.
-GEN_ARGS: dict[str, list[str]] = {"symbolic_batch": ["--input-shape", "x=3,5"]}
+GEN_ARGS: dict[str, list[str]] = {
+    "symbolic_batch": ["--input-shape", "x=3,5"],
+    "shape_arithmetic": ["--input-shape", "x=2,3,5,4"],
+}
 
 
 def package_name(model: str) -> str:
