@@ -252,6 +252,41 @@ def shape_arithmetic() -> onnx.ModelProto:
     return _model(graph)
 
 
+def recurrent() -> onnx.ModelProto:
+    """A bidirectional LSTM then a GRU over its output: converters TVM 0.27 lacks."""
+    rng = _rng(9)
+    seq, batch, features, hidden = 5, 2, 6, 4
+    inits = [
+        _const("lstm_w", (rng.standard_normal((2, 4 * hidden, features)) * 0.4).astype(np.float32)),
+        _const("lstm_r", (rng.standard_normal((2, 4 * hidden, hidden)) * 0.4).astype(np.float32)),
+        _const("lstm_b", (rng.standard_normal((2, 8 * hidden)) * 0.1).astype(np.float32)),
+        _const("gru_w", (rng.standard_normal((1, 3 * hidden, 2 * hidden)) * 0.4).astype(np.float32)),
+        _const("gru_r", (rng.standard_normal((1, 3 * hidden, hidden)) * 0.4).astype(np.float32)),
+        _const("merged_shape", np.array([seq, batch, 2 * hidden], dtype=np.int64)),
+    ]
+    nodes = [
+        helper.make_node(
+            "LSTM", ["x", "lstm_w", "lstm_r", "lstm_b"], ["lstm_y", "lstm_h", "lstm_c"],
+            hidden_size=hidden, direction="bidirectional", name="lstm",
+        ),
+        helper.make_node("Transpose", ["lstm_y"], ["lstm_t"], perm=[0, 2, 1, 3], name="to_seq_batch"),
+        helper.make_node("Reshape", ["lstm_t", "merged_shape"], ["merged"], name="merge_directions"),
+        helper.make_node(
+            "GRU", ["merged", "gru_w", "gru_r"], ["gru_y", "gru_h"],
+            hidden_size=hidden, linear_before_reset=1,
+            name="gru",
+        ),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "recurrent",
+        [_float_info("x", [seq, batch, features])],
+        [_float_info("gru_y", [seq, 1, batch, hidden]), _float_info("lstm_c", [2, batch, hidden])],
+        inits,
+    )
+    return _model(graph)
+
+
 def runtime_axes() -> onnx.ModelProto:
     """ReduceSum whose axes arrive as a graph input: needs --constant-input to compile."""
     nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0, name="sum")]
@@ -294,6 +329,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "symbolic_batch": symbolic_batch,
     "all_dtypes": all_dtypes,
     "shape_arithmetic": shape_arithmetic,
+    "recurrent": recurrent,
 }
 
 # Flags each zoo model needs on the command line.

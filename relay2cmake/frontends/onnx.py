@@ -162,9 +162,9 @@ def _output_names(model: onnx.ModelProto) -> tuple[str, ...]:
 
 def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     """``op_type (node name)`` for every node TVM's ONNX importer has no converter for."""
-    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+    from relay2cmake.frontends.onnx_converters import known_operators
 
-    known = _get_convert_map()
+    known = known_operators()
     problems = []
     for index, node in enumerate(model.graph.node):
         label = node.name or f"node #{index}"
@@ -258,7 +258,7 @@ def import_onnx(
         raise _unsupported_error(problems)
     output_names = _output_names(model)
 
-    from tvm.relax.frontend.onnx import from_onnx
+    from relay2cmake.frontends.onnx_converters import from_onnx
 
     try:
         # The importer warns about renamed inputs and prints checker chatter; keep the
@@ -270,7 +270,6 @@ def import_onnx(
                 shape_dict={s.name: list(s.shape) for s in inputs},
                 dtype_dict={s.name: s.dtype for s in inputs},
                 opset=opset,
-                keep_params_in_input=False,
             )
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]

@@ -1,0 +1,268 @@
+"""ONNX operators TVM 0.27's importer lacks, added through its own extension point.
+
+TVM's ``ONNXGraphImporter`` looks converters up in ``_convert_operator`` (and checks support
+in ``_check_for_unsupported_ops``); ``Importer`` overrides both to consult ``CONVERTERS``
+first, so TVM itself is left untouched. Each converter is an ``OnnxOpConverter`` that builds
+Relax from static shapes:
+
+- RNN, GRU, LSTM: unrolled over the (static) sequence, all directions, both layouts,
+  peepholes, clip, the common activations; ``sequence_lens`` must be absent.
+- LpNormalization: x / max(||x||_p, tiny) along one axis, p = 1 or 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tvm import relax
+from tvm.relax.frontend.onnx.onnx_frontend import (
+    ONNXGraphImporter,
+    OnnxOpConverter,
+    _get_convert_map,
+    get_constant,
+)
+
+
+def _static_shape(expr) -> list[int]:
+    return [int(d.value) for d in expr.ty.shape.values]
+
+
+def _activation(name: bytes | str, alpha: float | None, beta: float | None):
+    name = name.decode() if isinstance(name, bytes) else name
+    simple = {"Sigmoid": relax.op.sigmoid, "Tanh": relax.op.tanh, "Relu": relax.op.nn.relu}
+    if name in simple:
+        return simple[name]
+    if name == "HardSigmoid":
+        a, b = alpha if alpha is not None else 0.2, beta if beta is not None else 0.5
+        return lambda x: relax.op.clip(
+            relax.op.add(relax.op.multiply(x, _scalar(a, x)), _scalar(b, x)), 0.0, 1.0
+        )
+    if name == "LeakyRelu":
+        return lambda x: relax.op.nn.leakyrelu(x, alpha if alpha is not None else 0.01)
+    if name == "Affine":
+        return lambda x: relax.op.add(relax.op.multiply(x, _scalar(alpha or 1.0, x)), _scalar(beta or 0.0, x))
+    raise NotImplementedError(f"recurrent activation {name} is not supported")
+
+
+def _scalar(value: float, like) -> relax.Expr:
+    return relax.const(value, str(like.ty.dtype))
+
+
+class _Recurrent(OnnxOpConverter):
+    """Shared unrolling of ONNX's RNN, GRU and LSTM."""
+
+    gates = 1
+    default_activations: tuple[str, ...] = ()
+
+    @classmethod
+    def _cell(cls, bb, x_t, state, weights, acts, attr) -> tuple[relax.Expr, relax.Expr | None]:
+        raise NotImplementedError
+
+    @classmethod
+    def _impl_v7(cls, bb, inputs, attr, params):
+        inputs = list(inputs) + [None] * (8 - len(inputs))
+        x, w, r, b, sequence_lens, initial_h = inputs[:6]
+        layout = attr.get("layout", 0)
+        if layout == 1:
+            x = bb.emit(relax.op.permute_dims(x, [1, 0, 2]))
+        seq_len, batch, _ = _static_shape(x)
+        if sequence_lens is not None:
+            lengths = get_constant(sequence_lens, params)
+            if not hasattr(lengths, "value") or np.any(lengths.value.numpy() != seq_len):
+                raise NotImplementedError(f"{cls.__name__} with sequence_lens shorter than the sequence")
+        hidden = int(attr["hidden_size"]) if "hidden_size" in attr else _static_shape(r)[-1]
+        direction = attr.get("direction", b"forward")
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        directions = 2 if direction == "bidirectional" else 1
+        names = list(attr.get("activations", cls.default_activations * directions))
+        alphas = list(attr.get("activation_alpha", ())) + [None] * len(names)
+        betas = list(attr.get("activation_beta", ())) + [None] * len(names)
+        per_direction = len(cls.default_activations)
+        dtype = str(x.ty.dtype)
+        steps = [
+            bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
+            for t in range(seq_len)
+        ]
+
+        outputs, finals, cells = [], [], []
+        for d in range(directions):
+            reverse = direction == "reverse" or d == 1
+            acts = [
+                _activation(
+                    names[d * per_direction + k], alphas[d * per_direction + k], betas[d * per_direction + k]
+                )
+                for k in range(per_direction)
+            ]
+
+            def pick(tensor, i=d):
+                return bb.emit(relax.op.squeeze(relax.op.strided_slice(tensor, [0], [i], [i + 1]), [0]))
+
+            weights = {
+                "W": pick(w),
+                "R": pick(r),
+                "B": pick(b)
+                if b is not None
+                else relax.const(np.zeros(2 * cls.gates * hidden, dtype), dtype),
+                "P": pick(inputs[7]) if len(inputs) > 7 and inputs[7] is not None and cls is LSTM else None,
+            }
+            zeros = relax.const(np.zeros((batch, hidden), dtype), dtype)
+            h = pick(initial_h) if initial_h is not None else zeros
+            c = None
+            if cls is LSTM:
+                c = pick(inputs[6]) if inputs[6] is not None else zeros
+            sequence: list[Any] = [None] * seq_len
+            for t in reversed(range(seq_len)) if reverse else range(seq_len):
+                h, c = cls._cell(bb, steps[t], (h, c), weights, acts, attr)
+                sequence[t] = h
+            outputs.append(bb.emit(relax.op.stack(sequence, axis=0)))
+            finals.append(h)
+            cells.append(c)
+        y = bb.emit(relax.op.stack(outputs, axis=1))  # [seq, directions, batch, hidden]
+        y_h = bb.emit(relax.op.stack(finals, axis=0))  # [directions, batch, hidden]
+        if layout == 1:
+            y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
+            y_h = bb.emit(relax.op.permute_dims(y_h, [1, 0, 2]))
+        results = [y, y_h]
+        if cls is LSTM:
+            y_c = bb.emit(relax.op.stack(cells, axis=0))
+            results.append(bb.emit(relax.op.permute_dims(y_c, [1, 0, 2])) if layout == 1 else y_c)
+        return relax.Tuple(results)
+
+    @staticmethod
+    def _linear(bb, x, weight, bias):
+        """x @ weight.T + bias for x [batch, in] and weight [out, in]."""
+        return relax.op.add(relax.op.matmul(x, relax.op.permute_dims(weight, [1, 0])), bias)
+
+    @staticmethod
+    def _clip(value, attr):
+        limit = attr.get("clip")
+        return relax.op.clip(value, -float(limit), float(limit)) if limit is not None else value
+
+    @staticmethod
+    def _split(bb, tensor, parts: int):
+        return [
+            bb.emit(relax.TupleGetItem(bb.emit(relax.op.split(tensor, parts, axis=-1)), i))
+            for i in range(parts)
+        ]
+
+
+class RNN(_Recurrent):
+    gates = 1
+    default_activations = ("Tanh",)
+
+    @classmethod
+    def _cell(cls, bb, x_t, state, weights, acts, attr):
+        h, _ = state
+        wb, rb = cls._split(bb, weights["B"], 2)
+        pre = relax.op.add(cls._linear(bb, x_t, weights["W"], wb), cls._linear(bb, h, weights["R"], rb))
+        return bb.emit(acts[0](cls._clip(pre, attr))), None
+
+
+class GRU(_Recurrent):
+    gates = 3
+    default_activations = ("Sigmoid", "Tanh")
+
+    @classmethod
+    def _cell(cls, bb, x_t, state, weights, acts, attr):
+        h, _ = state
+        f, g = acts
+        w_z, w_r, w_h = cls._split(bb, bb.emit(relax.op.permute_dims(weights["W"], [1, 0])), 3)
+        r_z, r_r, r_h = cls._split(bb, bb.emit(relax.op.permute_dims(weights["R"], [1, 0])), 3)
+        wb_z, wb_r, wb_h, rb_z, rb_r, rb_h = cls._split(bb, weights["B"], 6)
+
+        def gate(w_part, r_part, wb, rb, state_in):
+            return relax.op.add(
+                relax.op.add(relax.op.matmul(x_t, w_part), wb),
+                relax.op.add(relax.op.matmul(state_in, r_part), rb),
+            )
+
+        z = bb.emit(f(cls._clip(gate(w_z, r_z, wb_z, rb_z, h), attr)))
+        r = bb.emit(f(cls._clip(gate(w_r, r_r, wb_r, rb_r, h), attr)))
+        if attr.get("linear_before_reset", 0):
+            recurrent = relax.op.multiply(r, relax.op.add(relax.op.matmul(h, r_h), rb_h))
+            candidate = relax.op.add(relax.op.add(relax.op.matmul(x_t, w_h), wb_h), recurrent)
+        else:
+            candidate = gate(w_h, r_h, wb_h, rb_h, relax.op.multiply(r, h))
+        h_tilde = bb.emit(g(cls._clip(candidate, attr)))
+        one = _scalar(1.0, h)
+        new_h = relax.op.add(relax.op.multiply(relax.op.subtract(one, z), h_tilde), relax.op.multiply(z, h))
+        return bb.emit(new_h), None
+
+
+class LSTM(_Recurrent):
+    gates = 4
+    default_activations = ("Sigmoid", "Tanh", "Tanh")
+
+    @classmethod
+    def _cell(cls, bb, x_t, state, weights, acts, attr):
+        h, c = state
+        f, g, act_h = acts
+        wb, rb = cls._split(bb, weights["B"], 2)
+        pre = relax.op.add(cls._linear(bb, x_t, weights["W"], wb), cls._linear(bb, h, weights["R"], rb))
+        i_pre, o_pre, f_pre, c_pre = cls._split(bb, bb.emit(pre), 4)  # ONNX gate order: i, o, f, c
+        if weights["P"] is not None:
+            p_i, p_o, p_f = cls._split(bb, weights["P"], 3)
+            i_pre = relax.op.add(i_pre, relax.op.multiply(p_i, c))
+            f_pre = relax.op.add(f_pre, relax.op.multiply(p_f, c))
+        i = bb.emit(f(cls._clip(i_pre, attr)))
+        forget = bb.emit(f(cls._clip(f_pre, attr)))
+        if attr.get("input_forget", 0):
+            forget = bb.emit(relax.op.subtract(_scalar(1.0, i), i))
+        candidate = bb.emit(g(cls._clip(c_pre, attr)))
+        new_c = bb.emit(relax.op.add(relax.op.multiply(forget, c), relax.op.multiply(i, candidate)))
+        if weights["P"] is not None:
+            o_pre = relax.op.add(o_pre, relax.op.multiply(p_o, new_c))
+        o = bb.emit(f(cls._clip(o_pre, attr)))
+        return bb.emit(relax.op.multiply(o, act_h(new_c))), new_c
+
+
+class LpNormalization(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        x = inputs[0]
+        axis, p = int(attr.get("axis", -1)), int(attr.get("p", 2))
+        if p == 1:
+            norm = relax.op.sum(relax.op.abs(x), axis=[axis], keepdims=True)
+        elif p == 2:
+            norm = relax.op.sqrt(relax.op.sum(relax.op.multiply(x, x), axis=[axis], keepdims=True))
+        else:
+            raise NotImplementedError("LpNormalization supports p = 1 and p = 2")
+        return relax.op.divide(x, norm)
+
+
+CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "RNN": RNN,
+    "GRU": GRU,
+    "LSTM": LSTM,
+    "LpNormalization": LpNormalization,
+}
+
+
+def known_operators() -> set[str]:
+    return set(_get_convert_map()) | set(CONVERTERS)
+
+
+class Importer(ONNXGraphImporter):
+    """TVM's ONNX importer, with ``CONVERTERS`` consulted before TVM's own table."""
+
+    def _check_for_unsupported_ops(self, graph):
+        missing = {n.op_type for n in graph.node if n.op_type not in known_operators() | {"If", "Constant"}}
+        if missing:
+            raise NotImplementedError(
+                "The following operators are not supported: " + ", ".join(sorted(missing))
+            )
+
+    def _convert_operator(self, op_name, inputs, attrs, opset):
+        if op_name not in CONVERTERS:
+            return super()._convert_operator(op_name, inputs, attrs, opset)
+        converter = CONVERTERS[op_name].get_converter(opset)
+        result = converter(self.bb, inputs, attrs, [self._nodes, self._params])
+        return self.bb.normalize(result) if isinstance(result, relax.Expr) else result
+
+
+def from_onnx(model, shape_dict, dtype_dict, opset: int):
+    """``tvm.relax.frontend.onnx.from_onnx`` with our converters (same arguments, checker
+    left to the caller)."""
+    importer = Importer(shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True)
+    return importer.from_onnx(model.graph, opset)
