@@ -7,7 +7,8 @@ Relax from static shapes:
 
 - RNN, GRU, LSTM: unrolled over the (static) sequence, all directions, both layouts,
   peepholes, clip, the common activations; ``sequence_lens`` must be absent.
-- LpNormalization: x / max(||x||_p, tiny) along one axis, p = 1 or 2.
+- Attention (opset 23+): TVM's converter only knows com.microsoft's (``num_heads``).
+- LpNormalization: x / ||x||_p along one axis, p = 1 or 2.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import (
     ONNXGraphImporter,
@@ -217,6 +219,102 @@ class LSTM(_Recurrent):
         return bb.emit(relax.op.multiply(o, act_h(new_c))), new_c
 
 
+class Attention(OnnxOpConverter):
+    """ONNX's Attention (opset 23/24): 3D or 4D Q/K/V, grouped KV heads, boolean or additive
+    masks (padded to the key length), causal masking offset by a past cache, softcap, the
+    four ``qk_matmul_output_mode``s, and fully masked rows softmaxed to zero, as in ONNX's
+    reference. Sliding windows and ``nonpad_kv_seqlen`` are not supported."""
+
+    @classmethod
+    def _impl_v23(cls, bb, inputs, attr, params):
+        inputs = list(inputs) + [None] * (7 - len(inputs))
+        q, k, v, mask, past_key, past_value, nonpad = inputs[:7]
+        if (
+            nonpad is not None
+            or attr.get("left_window_size", -1) >= 0
+            or attr.get("right_window_size", -1) >= 0
+        ):
+            raise NotImplementedError("Attention with nonpad_kv_seqlen or sliding windows is not supported")
+        dtype = str(q.ty.dtype)
+        rank = len(_static_shape(q))
+        if rank == 3:
+            q_heads, kv_heads = int(attr["q_num_heads"]), int(attr["kv_num_heads"])
+            q, k, v = (cls._split_heads(bb, t, h) for t, h in ((q, q_heads), (k, kv_heads), (v, kv_heads)))
+        q_heads, q_len, head_size = _static_shape(q)[1:]
+        scale = attr.get("scale")
+        scale = float(np.sqrt(scale if scale is not None else 1.0 / np.sqrt(head_size)))
+        if past_key is not None:
+            k = bb.emit(relax.op.concat([past_key, k], axis=2))
+            v = bb.emit(relax.op.concat([past_value, v], axis=2))
+        present_key, present_value = k, v
+        kv_len = _static_shape(k)[2]
+        past_len = _static_shape(past_key)[2] if past_key is not None else 0
+
+        bias = cls._bias(bb, mask, dtype, q_len, kv_len, past_len, bool(attr.get("is_causal", 0)))
+        kv_heads = _static_shape(k)[1]
+        if kv_heads != q_heads:
+            k = bb.emit(relax.op.repeat(k, q_heads // kv_heads, axis=1))
+            v = bb.emit(relax.op.repeat(v, q_heads // kv_heads, axis=1))
+        factor = relax.const(scale, dtype)
+        scores = bb.emit(
+            relax.op.matmul(
+                relax.op.multiply(q, factor),
+                relax.op.permute_dims(relax.op.multiply(k, factor), [0, 1, 3, 2]),
+            )
+        )
+        softcap = attr.get("softcap")
+        if softcap:
+            cap = relax.const(float(softcap), dtype)
+            scores = bb.emit(relax.op.multiply(relax.op.tanh(relax.op.divide(scores, cap)), cap))
+        with_bias = bb.emit(relax.op.add(scores, bias)) if bias is not None else scores
+        logits = with_bias
+        precision = attr.get("softmax_precision")
+        if precision is not None:
+            logits = relax.op.astype(logits, onnx.helper.tensor_dtype_to_np_dtype(precision).name)
+        probabilities = bb.emit(relax.op.astype(relax.op.nn.softmax(logits, axis=-1), dtype))
+        if bias is not None:
+            # A row whose keys are all masked has no attendable key: its probabilities are 0.
+            all_masked = relax.op.equal(
+                relax.op.max(bias, axis=[-1], keepdims=True), relax.const(-np.inf, dtype)
+            )
+            probabilities = bb.emit(relax.op.where(all_masked, relax.const(0.0, dtype), probabilities))
+        y = bb.emit(relax.op.matmul(probabilities, v))
+        if rank == 3:
+            batch, heads, length, size = _static_shape(y)
+            y = bb.emit(
+                relax.op.reshape(relax.op.permute_dims(y, [0, 2, 1, 3]), [batch, length, heads * size])
+            )
+        mode = int(attr.get("qk_matmul_output_mode", 0))
+        qk_output = {0: scores, 1: scores, 2: with_bias, 3: probabilities}[mode]
+        return relax.Tuple([y, present_key, present_value, qk_output])
+
+    @staticmethod
+    def _split_heads(bb, tensor, heads: int):
+        batch, length, hidden = _static_shape(tensor)
+        shaped = relax.op.reshape(tensor, [batch, length, heads, hidden // heads])
+        return bb.emit(relax.op.permute_dims(shaped, [0, 2, 1, 3]))
+
+    @staticmethod
+    def _bias(bb, mask, dtype, q_len, kv_len, past_len, causal):
+        """The additive bias (0 = attend, -inf = masked), or None when there is none."""
+        zero, minus_inf = relax.const(0.0, dtype), relax.const(-np.inf, dtype)
+        bias = None
+        if mask is not None:
+            shape = _static_shape(mask)
+            if shape[-1] < kv_len:
+                fill = np.zeros if str(mask.ty.dtype) == "bool" else (lambda s, d: np.full(s, -np.inf, d))
+                pad = relax.const(
+                    fill((*shape[:-1], kv_len - shape[-1]), str(mask.ty.dtype)), str(mask.ty.dtype)
+                )
+                mask = bb.emit(relax.op.concat([mask, pad], axis=-1))
+            bias = bb.emit(relax.op.where(mask, zero, minus_inf)) if str(mask.ty.dtype) == "bool" else mask
+        if causal:
+            allowed = np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None] + past_len
+            causal_bias = relax.const(np.where(allowed, 0.0, -np.inf).astype(dtype), dtype)
+            bias = bb.emit(relax.op.add(bias, causal_bias)) if bias is not None else causal_bias
+        return bias
+
+
 class LpNormalization(OnnxOpConverter):
     @classmethod
     def _impl_v1(cls, bb, inputs, attr, params):
@@ -232,6 +330,7 @@ class LpNormalization(OnnxOpConverter):
 
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "Attention": Attention,
     "RNN": RNN,
     "GRU": GRU,
     "LSTM": LSTM,
