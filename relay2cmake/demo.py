@@ -12,7 +12,7 @@ from pathlib import Path
 
 from relay2cmake import build
 from relay2cmake.errors import UserError
-from relay2cmake.generate import GenerateOptions, Steps, generate
+from relay2cmake.generate import GenerateOptions, Steps, generate, timed_step
 from relay2cmake.samples import DEMO_APP, DIGITS_MODEL
 
 MARKER = ".relay2cmake-demo"
@@ -37,11 +37,7 @@ def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
     app_build = out / "app-build"
 
     def step(label: str, message: str, work):
-        start = time.perf_counter()
-        with progress(message):
-            result = work()
-        seconds[label] = time.perf_counter() - start
-        return result
+        return timed_step(progress, seconds, label, message, work)
 
     # `relay2cmake gen bundled/digits.onnx -o OUT/package --name Digits`, with its own steps shown.
     start = time.perf_counter()

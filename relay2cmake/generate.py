@@ -43,6 +43,15 @@ def _silent(_message: str) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
+def timed_step(progress: Steps, seconds: dict[str, float], label: str, message: str, work):
+    """Run ``work()`` as one reported step and record its duration under ``label``."""
+    start = time.perf_counter()
+    with progress(message):
+        result = work()
+    seconds[label] = time.perf_counter() - start
+    return result
+
+
 def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateReport:
     name = naming.check_package_name(options.name or naming.package_name_from_path(options.model.stem))
     version = naming.check_version(options.version)
@@ -52,11 +61,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     seconds: dict[str, float] = {}
 
     def timed(label: str, message: str, work):
-        start = time.perf_counter()
-        with progress(message):
-            result = work()
-        seconds[label] = time.perf_counter() - start
-        return result
+        return timed_step(progress, seconds, label, message, work)
 
     imported = timed(
         "import",
