@@ -339,14 +339,15 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
 
 
 def known_operators() -> set[str]:
-    return set(_get_convert_map()) | set(CONVERTERS)
+    # TVM's importer handles If itself, outside its converter table.
+    return set(_get_convert_map()) | set(CONVERTERS) | {"If"}
 
 
 class Importer(ONNXGraphImporter):
     """TVM's ONNX importer, with ``CONVERTERS`` consulted before TVM's own table."""
 
     def _check_for_unsupported_ops(self, graph):
-        missing = {n.op_type for n in graph.node if n.op_type not in known_operators() | {"If", "Constant"}}
+        missing = {n.op_type for n in graph.node if n.op_type not in known_operators() | {"Constant"}}
         if missing:
             raise NotImplementedError(
                 "The following operators are not supported: " + ", ".join(sorted(missing))

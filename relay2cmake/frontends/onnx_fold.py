@@ -155,6 +155,12 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     originals = [init for init in graph.initializer if init.name in needed or init.name in outputs]
     del new_graph.initializer[:]
     new_graph.initializer.extend(originals)
+    # Old exporters also list weights as graph inputs; one whose initializer is gone would
+    # otherwise turn into a real input.
+    dropped = {init.name for init in graph.initializer} - {init.name for init in originals}
+    inputs = [vi for vi in graph.input if vi.name not in dropped]
+    del new_graph.input[:]
+    new_graph.input.extend(inputs)
     for name in sorted(needed & folded - outputs):
         new_graph.initializer.append(numpy_helper.from_array(known[name], name))
     kept_values = {vi.name for vi in new_graph.value_info if vi.name not in folded}
