@@ -244,13 +244,31 @@ def _graph_input_names(model: onnx.ModelProto) -> list[str]:
     return [vi.name for vi in model.graph.input if vi.name not in initializers]
 
 
+# Formal ONNX input names that carry parameters (shapes, axes, sizes), not data.
+PARAMETER_SLOTS = frozenset(
+    {"axes", "shape", "pads", "k", "depth", "repeats", "sizes", "scales", "roi", "starts", "ends", "steps",
+     "split", "axis", "start", "limit", "delta", "sequence_lens", "output_shape", "blocksize",
+     "TopK.K", "OneHot.values"}
+)  # fmt: skip
+
+
 def _shape_like_inputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
-    """Integer inputs of rank 0 or 1, float scalars (Range bounds), and short float vectors
-    (Resize scales and roi)."""
+    """Graph inputs of rank 0 or 1 used only in parameter slots (a ReduceSum's ``axes``, a
+    Reshape's ``shape``, a Resize's ``scales``...), never the data a case computes on."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    slots: dict[str, set[str]] = {}
+    for node in model.graph.node:
+        try:
+            formal = [i.name for i in onnx.defs.get_schema(node.op_type, opset, node.domain).inputs]
+        except Exception:
+            formal = []
+        for position, name in enumerate(node.input):
+            slot = formal[min(position, len(formal) - 1)] if formal else "?"
+            qualified = f"{node.op_type}.{slot}"
+            slots.setdefault(name, set()).add(qualified if qualified in PARAMETER_SLOTS else slot)
     frozen = {}
     for name, array in zip(_graph_input_names(model), inputs, strict=False):
-        short_floats = array.dtype.kind == "f" and array.size <= 8
-        if array.ndim <= 1 and (array.dtype.kind in "iu" or short_floats):
+        if array.ndim <= 1 and slots.get(name) and slots[name] <= PARAMETER_SLOTS:
             frozen[name] = array
     return frozen
 
@@ -355,8 +373,9 @@ def write_report(results: list[Result], path: Path, seconds: float, selection: s
         "",
         "*Strict* runs `gen` on the model as it is. Many node cases feed shape-like values (axes,",
         "pads, sizes, scales) as run-time inputs, which no static-shape compiler can take; when",
-        "strict generation fails, the runner freezes those inputs (integer inputs of rank 0-1 and",
-        "float scalars and vectors of up to 8 values) with `gen --constant-input NAME=values.npy`, as a user",
+        "strict generation fails, the runner freezes those inputs (rank 0-1 inputs used only in",
+        "parameter slots such as `axes`, `shape`, `pads`, `K`, `sizes`, `scales`; never data) with",
+        "`gen --constant-input NAME=values.npy`, as a user",
         "would, and counts the case under *with constant inputs* (which includes the strict passes).",
         "",
         "| suite | cases | tensor cases | TVM VM passes | relay2cmake strict "
