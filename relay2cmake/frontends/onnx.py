@@ -207,7 +207,7 @@ def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[s
                 f"its inputs are: {', '.join(map(repr, declared)) or '(none)'}."
             )
         tensor_type = declared[name].type.tensor_type
-        dtype = np.dtype(numpy_dtype_name(_dtype_name(tensor_type.elem_type, f"Input {name!r}")))
+        dtype = np.dtype(_dtype_name(tensor_type.elem_type, f"Input {name!r}"))
         try:
             if text.endswith(".npy"):
                 array = np.load(text, allow_pickle=False)
@@ -228,10 +228,6 @@ def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[s
             )
         values[name] = array.astype(dtype)
     return values
-
-
-def numpy_dtype_name(dtype: str) -> str:
-    return "bool" if dtype == "bool" else dtype
 
 
 def import_onnx(
