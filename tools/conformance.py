@@ -73,7 +73,8 @@ CI_SLICE = [
     "test_lstm_defaults", "test_lstm_batchwise", "test_gru_with_initial_bias",
     "test_simple_rnn_bidirectional",
     "test_lpnormalization_default", "test_attention_3d_gqa", "test_attention_4d_attn_mask_bool",
-    "test_attention_4d_with_past_and_present", "test_reduce_sum_empty_axes_input_noop_example",
+    "test_attention_4d_with_past_and_present",
+    "test_onehot_without_axis", "test_reduce_sum_empty_axes_input_noop_example",
 ]  # fmt: skip
 
 

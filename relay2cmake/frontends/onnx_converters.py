@@ -9,6 +9,7 @@ Relax from static shapes:
   peepholes, clip, the common activations; ``sequence_lens`` must be absent.
 - Attention (opset 23+): TVM's converter only knows com.microsoft's (``num_heads``).
 - LpNormalization: x / ||x||_p along one axis, p = 1 or 2.
+- OneHot: a float ``depth`` made an integer before TVM's own converter runs.
 """
 
 from __future__ import annotations
@@ -329,7 +330,23 @@ class LpNormalization(OnnxOpConverter):
         return relax.op.divide(x, norm)
 
 
+class OneHot(OnnxOpConverter):
+    """TVM's OneHot passes ``depth`` on as given, and fails when it is a float (ONNX allows
+    any numeric type): make it an integer, then use TVM's converter."""
+
+    @classmethod
+    def _impl_v9(cls, bb, inputs, attr, params):
+        indices, depth, values = inputs
+        constant = get_constant(depth, params)
+        if hasattr(constant, "value"):
+            depth = relax.const(constant.value.numpy().astype("int64"), "int64")
+        tvm_converter = _get_convert_map()["OneHot"]
+        # OneHot-11 is the operator's latest version; 9 differs only in index range rules.
+        return tvm_converter.get_converter(11)(bb, [indices, depth, values], attr, params)
+
+
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "OneHot": OneHot,
     "Attention": Attention,
     "RNN": RNN,
     "GRU": GRU,
