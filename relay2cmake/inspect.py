@@ -12,13 +12,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 from relay2cmake import arena
 from relay2cmake.errors import UserError
 from relay2cmake.frontends import check_model_path
 from relay2cmake.frontends.onnx import ONNX_DTYPES, load_checked, unsupported_nodes
+from relay2cmake.frontends.onnx_fold import set_input_shapes
+from relay2cmake.plan import tensor_bytes
 
 
 @dataclass(frozen=True)
@@ -70,23 +71,13 @@ def _static_bytes(vi: onnx.ValueInfoProto) -> int | None:
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
     if any(d is None for d in dims):
         return None
-    itemsize = (
-        1
-        if ONNX_DTYPES[tensor_type.elem_type] == "bool"
-        else np.dtype(ONNX_DTYPES[tensor_type.elem_type]).itemsize
-    )
-    return int(np.prod(dims, dtype=np.int64)) * itemsize
+    return tensor_bytes(ONNX_DTYPES[tensor_type.elem_type], tuple(dims))
 
 
 def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> int | None:
     """Pack every intermediate by its node-order lifetime, as ``gen`` does after lowering."""
     graph = model.graph
-    for vi in graph.input:
-        if vi.name in input_shapes:
-            dims = vi.type.tensor_type.shape.dim
-            del dims[:]
-            for value in input_shapes[vi.name]:
-                dims.add().dim_value = value
+    set_input_shapes(model, input_shapes)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:
