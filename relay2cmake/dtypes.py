@@ -17,6 +17,7 @@ class DType:
     dl_code: int  # DLDataTypeCode: 0 int, 1 uint, 2 float, 6 bool
     bits: int
     npy_descr: str
+    raw_bits: bool = False
 
     @property
     def enum_suffix(self) -> str:
@@ -38,6 +39,14 @@ DTYPES = {
         DType("uint32", 10, "uint32_t", 1, 32, "<u4"),
         DType("uint64", 11, "uint64_t", 1, 64, "<u8"),
         DType("bool", 12, "uint8_t", 6, 8, "|b1"),
+        # Types C has no arithmetic type for travel as their raw bits, and .npy files hold
+        # them as unsigned integers any NumPy can load (view them with ml_dtypes).
+        DType("bfloat16", 13, "uint16_t", 4, 16, "<u2", raw_bits=True),
+        DType("float8_e4m3fn", 14, "uint8_t", 10, 8, "|u1", raw_bits=True),
+        DType("float8_e4m3fnuz", 15, "uint8_t", 11, 8, "|u1", raw_bits=True),
+        DType("float8_e5m2", 16, "uint8_t", 12, 8, "|u1", raw_bits=True),
+        DType("float8_e5m2fnuz", 17, "uint8_t", 13, 8, "|u1", raw_bits=True),
+        DType("float8_e8m0fnu", 18, "uint8_t", 14, 8, "|u1", raw_bits=True),
     )
 }
 
@@ -48,5 +57,12 @@ def lookup(name: str) -> DType:
     return DTYPES[name]
 
 
+RAW_BITS = frozenset(name for name, d in DTYPES.items() if d.raw_bits)
+
+
 def numpy_dtype(name: str) -> np.dtype:
+    if name in RAW_BITS:
+        import ml_dtypes  # NumPy has no bfloat16/float8; ml_dtypes (an onnx dependency) does
+
+        return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(lookup(name).npy_descr)

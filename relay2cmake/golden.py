@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from relay2cmake.dtypes import numpy_dtype
+from relay2cmake.dtypes import RAW_BITS, numpy_dtype
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import ImportedModel
 
@@ -41,8 +41,11 @@ def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, 
     arrays = []
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
-        if dtype.kind == "f":
-            array = rng.standard_normal(signature.shape).astype(dtype)
+        if dtype.kind == "f" or signature.dtype in RAW_BITS:
+            array = rng.standard_normal(signature.shape)
+            if signature.dtype == "float8_e8m0fnu":  # powers of two only: no sign, no zero
+                array = np.abs(array) + 0.25
+            array = array.astype(dtype)
         elif dtype.kind == "b":
             array = rng.integers(0, 2, signature.shape).astype(dtype)
         else:
@@ -53,6 +56,11 @@ def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, 
 
 
 def _tolerance(expected: np.ndarray) -> Tolerance:
+    if expected.dtype.name == "bfloat16":  # 8 significant bits
+        finite = expected.astype(np.float32)
+        finite = finite[np.isfinite(finite)]
+        scale = float(np.max(np.abs(finite))) if finite.size else 1.0
+        return Tolerance(1e-2 * max(1.0, scale), 2e-2)
     if expected.dtype.kind != "f":
         return Tolerance(0.0, 0.0)
     finite = expected[np.isfinite(expected)]

@@ -11,6 +11,12 @@ _ALLOC = re.compile(r"TVMBackendAllocWorkspace\(\d+, \w+, \(uint64_t\)(\d+)ULL, 
 _TVM_INCLUDE = re.compile(r'^#include "tvm/[^"]+"\n', re.M)
 _INF = re.compile(r"(?<![\w.])inff?(?![\w.(])")
 _NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
+# TVM's bfloat16/float8 lowering reinterprets bits through pointer casts, `*(float *)(&(x))`,
+# which breaks strict aliasing and is not C when x is a literal.
+# TIR shifts narrow integers within their own width; C promotes them to int first, so the
+# bits shifted out on the left would survive. Casting the result back restores TIR's meaning.
+_NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\d+)\)")
+_PUN = re.compile(r"\(\*\((float|uint32_t) \*\)\(&\(([^()]+)\)\)\)")
 
 
 def _aligned(n: int) -> int:
@@ -56,11 +62,14 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     body = _INF.sub("INFINITY", body)
     body = _NAN.sub("NAN", body)
     body = body.replace("void* __tvm_ffi__library_ctx = NULL;\n", "")
+    body = _NARROW_SHIFT.sub(r"((\2)(\1 << \3))", body)
+    body, puns = _PUN.subn(lambda m: f"r2c_bits_{m.group(1)}({m.group(2)})", body)
     first_include = _TVM_INCLUDE.search(body)
     if first_include is None:
         raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
     body = _TVM_INCLUDE.sub("", body)
     includes = f'#include "{abi_header}"\n' + (_HALF if re.search(r"\bhalf\b", body) else "")
+    includes += _BIT_CASTS if puns else ""
     body = body[: first_include.start()] + includes + body[first_include.start() :]
     if "__tvm_ffi__library_ctx" in body:
         raise ModelError("TVM's C output uses the library context pointer; this is not supported yet.")
@@ -74,6 +83,20 @@ typedef _Float16 half;
 #else
 #error "this model computes in float16: build it with a compiler that has _Float16 (gcc >= 12, clang >= 15)"
 #endif
+"""
+
+# Bit reinterpretation the portable way (compilers turn the memcpy into a register move).
+_BIT_CASTS = """#include <string.h>
+static inline float r2c_bits_float(uint32_t bits) {
+  float value;
+  memcpy(&value, &bits, sizeof value);
+  return value;
+}
+static inline uint32_t r2c_bits_uint32_t(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
 """
 
 # TVM's C output declares what it may not use (strides, device ids, unused arguments), and

@@ -12,6 +12,7 @@ from typing import Any
 
 from relay2cmake import kernel_source
 from relay2cmake.c_legalize import widen_float16_mod
+from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
 
 SUPPORTED_TARGETS = ("c",)
@@ -91,6 +92,7 @@ def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
     if target_name not in SUPPORTED_TARGETS:
         raise ModelError(f"Unknown target {target_name!r}; supported: {', '.join(SUPPORTED_TARGETS)}.")
     target = tvm.target.Target(target_name)
+    module = if_to_select(module)
     if target_name == "c":
         _register_c_intrinsics()
         module = widen_float16_mod(module)

@@ -24,9 +24,9 @@ def _const(name: str, array: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(array, name)
 
 
-def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8
+def _model(graph: onnx.GraphProto, opset: int = OPSET) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset <= OPSET else 9
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -317,6 +317,65 @@ def unsupported_ops() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
     model.ir_version = 10
     return model
+
+def runtime_if() -> onnx.ModelProto:
+    """An If on a condition computed from the data, with multi-node branches and two outputs."""
+    then_graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["t_relu"]),
+            helper.make_node("Add", ["t_relu", "x"], ["t_out"]),
+            helper.make_node("Identity", ["x"], ["t_second"]),
+        ],
+        "then",
+        [],
+        [_float_info("t_out", [2, 3]), _float_info("t_second", [2, 3])],
+    )
+    else_graph = helper.make_graph(
+        [
+            helper.make_node("Sigmoid", ["x"], ["e_out"]),
+            helper.make_node("Neg", ["x"], ["e_second"]),
+        ],
+        "else",
+        [],
+        [_float_info("e_out", [2, 3]), _float_info("e_second", [2, 3])],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0, name="total"),
+        helper.make_node("Greater", ["total", "zero"], ["cond"], name="positive"),
+        helper.make_node(
+            "If", ["cond"], ["y", "z"], then_branch=then_graph, else_branch=else_graph, name="branch"
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "runtime_if",
+        [_float_info("x", [2, 3])],
+        [_float_info("y", [2, 3]), _float_info("z", [2, 3])],
+        initializer=[_const("zero", np.array(0.0, dtype=np.float32))],
+    )
+    return _model(graph)
+
+
+def raw_bit_dtypes() -> onnx.ModelProto:
+    """bfloat16 and float8 tensors at the API: computed in float32 inside."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x_float"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x_float", "x_float"], ["square0"]),
+        helper.make_node("Add", ["square0", "quarter"], ["square"]),  # keeps float8 out of subnormals
+        helper.make_node("Cast", ["square"], ["y"], to=TensorProto.BFLOAT16),
+        helper.make_node("Cast", ["square"], ["z"], to=TensorProto.FLOAT8E4M3FN),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "raw_bit_dtypes",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 4]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT8E4M3FN, [2, 4]),
+        ],
+        initializer=[_const("quarter", np.array(0.25, dtype=np.float32))],
+    )
+    return _model(graph, opset=21)  # float8 Cast needs opset 19
 
 
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {

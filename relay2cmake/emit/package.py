@@ -13,6 +13,7 @@ import jinja2
 import numpy as np
 
 from relay2cmake import __version__, kernel_source
+from relay2cmake.dtypes import RAW_BITS
 from relay2cmake.emit import weights
 from relay2cmake.emit.context import PackageIdentity, build_context, c_banner
 from relay2cmake.errors import UserError
@@ -61,6 +62,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     import io
 
     stream = io.BytesIO()
+    if array.dtype.name in RAW_BITS:  # ml_dtypes' own descriptors are not loadable by NumPy
+        array = array.view(f"u{array.dtype.itemsize}")
     np.save(stream, array, allow_pickle=False)
     return stream.getvalue()
 

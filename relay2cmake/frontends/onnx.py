@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
 from relay2cmake.frontends.onnx_fold import fold_constants, freeze_inputs, set_input_shapes
@@ -29,6 +30,12 @@ ONNX_DTYPES = {
     TensorProto.UINT32: "uint32",
     TensorProto.UINT64: "uint64",
     TensorProto.BOOL: "bool",
+    TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    TensorProto.FLOAT8E5M2: "float8_e5m2",
+    TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    TensorProto.FLOAT8E8M0: "float8_e8m0fnu",
 }
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -207,7 +214,7 @@ def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[s
                 f"its inputs are: {', '.join(map(repr, declared)) or '(none)'}."
             )
         tensor_type = declared[name].type.tensor_type
-        dtype = np.dtype(_dtype_name(tensor_type.elem_type, f"Input {name!r}"))
+        dtype = numpy_dtype(_dtype_name(tensor_type.elem_type, f"Input {name!r}"))
         try:
             if text.endswith(".npy"):
                 array = np.load(text, allow_pickle=False)
@@ -226,6 +233,8 @@ def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[s
                 f"{_describe_dims(tensor_type.shape.dim)}, "
                 f"the values have shape {list(array.shape)}."
             )
+        if array.dtype.kind == "V" and array.dtype.itemsize == dtype.itemsize:
+            array = array.view(dtype)  # bfloat16/float8 saved by ml_dtypes load as void
         values[name] = array.astype(dtype)
     return values
 
@@ -308,7 +317,11 @@ def _output_signatures(module, names: tuple[str, ...]) -> tuple[TensorSignature,
     signatures = []
     for name, info in zip(names, fields, strict=True):
         if not isinstance(info, relax.TensorType) or info.shape is None:
-            raise ModelError(f"Output {name!r} has no static tensor shape after import.")
+            raise ModelError(
+                f"Output {name!r} has no static tensor shape after import: its size depends on the "
+                "input data (as after NonZero, Unique, Compress) or on shape-like inputs; freeze those "
+                "with --constant-input, as a static package needs every shape at generation time."
+            )
         dims = []
         for dim in info.shape.values:
             if not hasattr(dim, "value"):

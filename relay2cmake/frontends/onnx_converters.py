@@ -10,6 +10,12 @@ Relax from static shapes:
 - Attention (opset 23+): TVM's converter only knows com.microsoft's (``num_heads``).
 - LpNormalization: x / ||x||_p along one axis, p = 1 or 2.
 - OneHot: a float ``depth`` made an integer before TVM's own converter runs.
+- Scan (opset 9+): unrolled over the static sequence length, the body imported once per
+  step by TVM's own subgraph walker (the one it uses for If).
+- Loop: unrolled the same way when the trip count is a constant and the condition stays a
+  constant true (a data-dependent exit needs control flow the driver does not have).
+- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: gather along the class axis, with
+  class weights, ``ignore_index`` and the three reductions; the latter also yields log_prob.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import (
     ONNXGraphImporter,
@@ -345,7 +352,60 @@ class OneHot(OnnxOpConverter):
         return tvm_converter.get_converter(11)(bb, [indices, depth, values], attr, params)
 
 
+def _attr_text(value, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nll_loss(log_prob, target, weight, attr) -> relax.Expr:
+    """ONNX's NegativeLogLikelihoodLoss on ``log_prob`` (N, C, d1..dk) and ``target`` (N, d1..dk)."""
+    reduction = _attr_text(attr.get("reduction"), "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise ValueError(f"unknown reduction {reduction!r}")
+    dtype = log_prob.ty.dtype
+    ignore_index = attr.get("ignore_index")
+    if ignore_index is not None:
+        kept = relax.op.not_equal(target, relax.const(int(ignore_index), target.ty.dtype))
+        target = relax.op.where(kept, target, relax.op.zeros_like(target))
+    picked = relax.op.gather_elements(log_prob, relax.op.expand_dims(target, 1), axis=1)
+    loss = relax.op.negative(relax.op.squeeze(picked, [1]))
+    if weight is not None:
+        scale = relax.op.take(weight, target, axis=0)  # (N, d1..dk): the weight of each target's class
+    else:
+        scale = relax.op.ones_like(loss)
+    if ignore_index is not None:
+        scale = relax.op.multiply(scale, relax.op.astype(kept, dtype))
+    if weight is not None or ignore_index is not None:
+        loss = relax.op.multiply(loss, scale)
+    if reduction == "none":
+        return loss
+    total = relax.op.sum(loss)
+    if reduction == "sum":
+        return total
+    return relax.op.divide(total, relax.op.sum(scale))
+
+
+class NegativeLogLikelihoodLoss(OnnxOpConverter):
+    @classmethod
+    def _impl_v12(cls, bb, inputs, attr, params):
+        weight = inputs[2] if len(inputs) > 2 else None
+        return _nll_loss(inputs[0], inputs[1], weight, attr)
+
+
+class SoftmaxCrossEntropyLoss(OnnxOpConverter):
+    @classmethod
+    def _impl_v12(cls, bb, inputs, attr, params):
+        scores, labels = inputs[0], inputs[1]
+        weight = inputs[2] if len(inputs) > 2 else None
+        log_prob = bb.emit(relax.op.nn.log_softmax(scores, axis=1))
+        loss = bb.emit(_nll_loss(log_prob, labels, weight, attr))
+        return relax.Tuple([loss, log_prob])
+
+
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
+    "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
     "Attention": Attention,
     "RNN": RNN,
@@ -356,8 +416,8 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
 
 
 def known_operators() -> set[str]:
-    # TVM's importer handles If itself, outside its converter table.
-    return set(_get_convert_map()) | set(CONVERTERS) | {"If"}
+    # TVM's importer handles If itself, outside its converter table; Importer handles Scan.
+    return set(_get_convert_map()) | set(CONVERTERS) | {"If", "Scan", "Loop"}
 
 
 class Importer(ONNXGraphImporter):
@@ -371,11 +431,96 @@ class Importer(ONNXGraphImporter):
             )
 
     def _convert_operator(self, op_name, inputs, attrs, opset):
+        if op_name == "Scan":
+            return self._unrolled_scan(inputs, attrs, opset)
+        if op_name == "Loop":
+            return self._unrolled_loop(inputs, attrs)
         if op_name not in CONVERTERS:
             return super()._convert_operator(op_name, inputs, attrs, opset)
         converter = CONVERTERS[op_name].get_converter(opset)
         result = converter(self.bb, inputs, attrs, [self._nodes, self._params])
         return self.bb.normalize(result) if isinstance(result, relax.Expr) else result
+
+
+    def _unrolled_scan(self, inputs, attrs, opset):
+        if opset < 9:
+            raise NotImplementedError("Scan-8 (batched, with sequence_lens) is not supported; use opset 9+")
+        body = attrs["body"]
+        num_scan = int(attrs["num_scan_inputs"])
+        states, scanned = list(inputs[: len(inputs) - num_scan]), list(inputs[len(inputs) - num_scan :])
+        in_axes = [int(a) for a in attrs.get("scan_input_axes", [0] * num_scan)]
+        in_reverse = [bool(d) for d in attrs.get("scan_input_directions", [0] * num_scan)]
+        num_out = len(body.output) - len(states)
+        out_axes = [int(a) for a in attrs.get("scan_output_axes", [0] * num_out)]
+        out_reverse = [bool(d) for d in attrs.get("scan_output_directions", [0] * num_out)]
+        lengths = {_static_shape(x)[a] for x, a in zip(scanned, in_axes, strict=True)}
+        if len(lengths) != 1:
+            raise ValueError(f"Scan inputs disagree on the sequence length: {sorted(lengths)}")
+        steps = lengths.pop()
+        body_inputs = [i.name for i in body.input]
+        elements: list[list[relax.Expr]] = [[None] * steps for _ in range(num_out)]
+        for t in range(steps):
+            for name, value in zip(body_inputs, states, strict=False):
+                self._nodes[name] = value
+            for j, (x, axis) in enumerate(zip(scanned, in_axes, strict=True)):
+                index = steps - 1 - t if in_reverse[j] else t
+                rank = len(_static_shape(x))
+                axis = axis % rank
+                element = relax.op.take(x, relax.const(index, "int64"), axis=axis)
+                self._nodes[body_inputs[len(states) + j]] = self.bb.emit(element)
+            values = self._body_outputs(body)
+            states = values[: len(states)]
+            for k in range(num_out):
+                elements[k][steps - 1 - t if out_reverse[k] else t] = values[len(states) + k]
+        for name in body_inputs:
+            self._nodes.pop(name, None)
+        scan_outputs = []
+        for k in range(num_out):
+            rank = len(_static_shape(elements[k][0])) + 1
+            scan_outputs.append(self.bb.emit(relax.op.stack(elements[k], axis=out_axes[k] % rank)))
+        results = states + scan_outputs
+        return results[0] if len(results) == 1 else relax.Tuple(results)
+
+
+    def _constant_value(self, expr):
+        expr = get_constant(expr, [self._nodes, self._params]) if expr is not None else None
+        return expr.value.numpy() if isinstance(expr, tvm.ir.GenericConst) else None
+
+    def _body_outputs(self, body):
+        result = self._convert_subgraph(self.bb, body)
+        values = [result[i] for i in range(len(body.output))] if len(body.output) > 1 else [result]
+        return [v if isinstance(v, relax.Var | tvm.ir.GenericConst) else self.bb.emit(v) for v in values]
+
+    def _unrolled_loop(self, inputs, attrs):
+        body = attrs["body"]
+        trip_count = self._constant_value(inputs[0])
+        condition = self._constant_value(inputs[1]) if inputs[1] is not None else np.array(True)
+        if trip_count is None:
+            raise NotImplementedError("Loop needs a constant trip count (freeze it with --constant-input)")
+        if condition is None:
+            raise NotImplementedError("Loop with a run-time start condition is not supported")
+        carried = list(inputs[2:])
+        names = [i.name for i in body.input]
+        scans: list[list[relax.Expr]] = []
+        for step in range(int(trip_count) if bool(condition) else 0):
+            self._nodes[names[0]] = relax.const(step, "int64")
+            self._nodes[names[1]] = relax.const(True, "bool")
+            for name, value in zip(names[2:], carried, strict=True):
+                self._nodes[name] = value
+            values = self._body_outputs(body)
+            go_on = self._constant_value(values[0])
+            if go_on is None or not bool(go_on):
+                raise NotImplementedError("Loop whose condition depends on data is not supported")
+            carried = values[1 : 1 + len(carried)]
+            scans.append(values[1 + len(carried) :])
+        for name in names:
+            self._nodes.pop(name, None)
+        num_scans = len(body.output) - 1 - len(carried)
+        if num_scans and not scans:
+            raise NotImplementedError("Loop that runs zero times with scan outputs is not supported")
+        stacked = [self.bb.emit(relax.op.stack([s[k] for s in scans], axis=0)) for k in range(num_scans)]
+        results = carried + stacked
+        return results[0] if len(results) == 1 else relax.Tuple(results)
 
 
 def from_onnx(model, shape_dict, dtype_dict, opset: int):

@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
     for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
-    if (!same_shape || strcmp(arrays[k].descr, info->npy_descr) != 0) {
+    if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, AWKWARDNAMES_DTYPE_IS_RAW_BITS(info->dtype))) {
       char want[256], got[256];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
       npy_shape_text(arrays[k].ndim, arrays[k].shape, got, sizeof(got));

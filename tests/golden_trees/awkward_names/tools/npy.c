@@ -84,7 +84,7 @@ static int parse_header(const char* header, npy_array* out, char* error, size_t 
     return 1;
   }
   out->item_bytes = (size_t)strtoul(out->descr + 2, NULL, 10);
-  if (out->item_bytes == 0 || strchr("fiub", out->descr[1]) == NULL) {
+  if (out->item_bytes == 0 || strchr("fiubV", out->descr[1]) == NULL) {
     set_error(error, error_bytes, path, "unsupported dtype in .npy file");
     return 1;
   }
@@ -222,6 +222,26 @@ static double half_to_double(uint16_t h) {
     for (; exponent < 15; ++exponent) value /= 2.0;
   }
   return (h & 0x8000) ? -value : value;
+}
+
+double npy_bfloat16(const void* data, size_t i) {
+  const unsigned char* at = (const unsigned char*)data + 2 * i;
+  uint16_t h;
+  uint32_t bits;
+  float f;
+  memcpy(&h, at, 2);
+  bits = (uint32_t)h << 16; /* bfloat16 is the upper half of a float32 */
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+int npy_descr_accepted(const char* want, const char* got, int raw_bits) {
+  size_t want_size = (size_t)strtoul(want + 2, NULL, 10);
+  size_t got_size = (size_t)strtoul(got + 2, NULL, 10);
+  if (strcmp(want, got) == 0) return 1;
+  /* ml_dtypes saves bfloat16 and float8 arrays as void ("<V2") or, for float8_e5m2, "<f1" */
+  if (!raw_bits || want_size != got_size) return 0;
+  return got[1] == 'V' || (got[1] == 'f' && got_size == 1);
 }
 
 double npy_element(const char* descr, const void* data, size_t i) {

@@ -29,6 +29,11 @@ int npy_write(const char* path, const char* descr, int ndim, const int64_t* shap
               size_t data_bytes, char* error, size_t error_bytes);
 void npy_free(npy_array* array);
 /* Element i as a double (float16, floats, signed/unsigned integers, bool). */
+/* Element i of bfloat16 bits as a double. */
+double npy_bfloat16(const void* data, size_t i);
+/* Whether a file's descriptor fits a tensor: equal, or (raw_bits: bfloat16, float8) the
+ * same width as written by ml_dtypes. */
+int npy_descr_accepted(const char* want, const char* got, int raw_bits);
 double npy_element(const char* descr, const void* data, size_t i);
 /* "[1, 3, 224, 224]" into text. */
 void npy_shape_text(int ndim, const int64_t* shape, char* text, size_t text_bytes);

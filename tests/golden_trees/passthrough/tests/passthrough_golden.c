@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (e = 0; e < info->num_elements; ++e) {
-      double want = npy_element(info->npy_descr, expected[k].data, e);
-      double got = npy_element(info->npy_descr, outputs[0][k], e);
+      int bfloat16 = info->dtype == PASSTHROUGH_DTYPE_BFLOAT16;
+      double want = bfloat16 ? npy_bfloat16(expected[k].data, e) : npy_element(info->npy_descr, expected[k].data, e);
+      double got = bfloat16 ? npy_bfloat16(outputs[0][k], e) : npy_element(info->npy_descr, outputs[0][k], e);
       double error = fabs(got - want);
       if (!(error <= atol_table[k] + rtol_table[k] * fabs(want)) && !(isnan(want) && isnan(got))) ++bad;
       if (error > worst) worst = error;

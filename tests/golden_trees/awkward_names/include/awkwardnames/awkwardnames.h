@@ -69,6 +69,8 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_KERNEL_FAILED = 7          /* a kernel reported an error; see awkwardnames_last_error */
 } awkwardnames_status;
 
+/* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
+ * raw bits (uint16_t, uint8_t), as ml_dtypes lays them out. */
 typedef enum awkwardnames_dtype {
   AWKWARDNAMES_DTYPE_FLOAT32 = 1,
   AWKWARDNAMES_DTYPE_FLOAT64 = 2,
@@ -81,8 +83,15 @@ typedef enum awkwardnames_dtype {
   AWKWARDNAMES_DTYPE_UINT16 = 9,
   AWKWARDNAMES_DTYPE_UINT32 = 10,
   AWKWARDNAMES_DTYPE_UINT64 = 11,
-  AWKWARDNAMES_DTYPE_BOOL = 12
+  AWKWARDNAMES_DTYPE_BOOL = 12,
+  AWKWARDNAMES_DTYPE_BFLOAT16 = 13,
+  AWKWARDNAMES_DTYPE_FLOAT8_E4M3FN = 14,
+  AWKWARDNAMES_DTYPE_FLOAT8_E4M3FNUZ = 15,
+  AWKWARDNAMES_DTYPE_FLOAT8_E5M2 = 16,
+  AWKWARDNAMES_DTYPE_FLOAT8_E5M2FNUZ = 17,
+  AWKWARDNAMES_DTYPE_FLOAT8_E8M0FNU = 18
 } awkwardnames_dtype;
+#define AWKWARDNAMES_DTYPE_IS_RAW_BITS(dtype) ((dtype) >= AWKWARDNAMES_DTYPE_BFLOAT16)
 
 /* One model input or output. */
 typedef struct awkwardnames_tensor_info {

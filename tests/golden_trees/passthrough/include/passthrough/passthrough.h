@@ -69,6 +69,8 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_KERNEL_FAILED = 7          /* a kernel reported an error; see passthrough_last_error */
 } passthrough_status;
 
+/* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
+ * raw bits (uint16_t, uint8_t), as ml_dtypes lays them out. */
 typedef enum passthrough_dtype {
   PASSTHROUGH_DTYPE_FLOAT32 = 1,
   PASSTHROUGH_DTYPE_FLOAT64 = 2,
@@ -81,8 +83,15 @@ typedef enum passthrough_dtype {
   PASSTHROUGH_DTYPE_UINT16 = 9,
   PASSTHROUGH_DTYPE_UINT32 = 10,
   PASSTHROUGH_DTYPE_UINT64 = 11,
-  PASSTHROUGH_DTYPE_BOOL = 12
+  PASSTHROUGH_DTYPE_BOOL = 12,
+  PASSTHROUGH_DTYPE_BFLOAT16 = 13,
+  PASSTHROUGH_DTYPE_FLOAT8_E4M3FN = 14,
+  PASSTHROUGH_DTYPE_FLOAT8_E4M3FNUZ = 15,
+  PASSTHROUGH_DTYPE_FLOAT8_E5M2 = 16,
+  PASSTHROUGH_DTYPE_FLOAT8_E5M2FNUZ = 17,
+  PASSTHROUGH_DTYPE_FLOAT8_E8M0FNU = 18
 } passthrough_dtype;
+#define PASSTHROUGH_DTYPE_IS_RAW_BITS(dtype) ((dtype) >= PASSTHROUGH_DTYPE_BFLOAT16)
 
 /* One model input or output. */
 typedef struct passthrough_tensor_info {
