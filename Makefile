@@ -11,15 +11,15 @@ demo: $(VENV)/.installed
 	$(BIN)/relay2cmake demo --out relay2cmake-demo
 
 test: $(VENV)/.installed-test system-deps
-	$(BIN)/ruff check relay2cmake tests tools
+	$(BIN)/ruff check relay2cmake tests tools benchmarks
 	$(BIN)/python -m pytest -m "not slow"
 
 test-all: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check relay2cmake tests tools
-	$(BIN)/ruff format --check relay2cmake tests tools
+	$(BIN)/ruff check relay2cmake tests tools benchmarks
+	$(BIN)/ruff format --check relay2cmake tests tools benchmarks
 
 system-deps:
 	@bash tools/install_system_deps.sh

@@ -105,7 +105,12 @@ def gen(
     constant_input: list[str] = typer.Option(
         [], "--constant-input", help="Freeze an ONNX input: NAME=values.npy or NAME=1,2,3 (repeatable)."
     ),
-    target: list[str] = typer.Option(["c"], "--target", help="Kernel target (only 'c' in this version)."),
+    target: list[str] = typer.Option(
+        [],
+        "--target",
+        help="Kernel set besides portable C: x86_64[:CPU], aarch64[:CPU] (repeatable; "
+        "default: the host's architecture; 'c' alone: C kernels only).",
+    ),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is not empty."),
 ) -> None:
     """Generate a CMake package from MODEL."""
@@ -113,8 +118,6 @@ def gen(
     def action() -> None:
         from relay2cmake.generate import GenerateOptions, generate
 
-        if len(target) != 1:
-            raise UserError("This version supports exactly one --target: c.")
         report = generate(
             GenerateOptions(
                 model=model,
@@ -122,7 +125,7 @@ def gen(
                 name=name,
                 version=version,
                 input_shapes=parse_input_shapes(input_shape),
-                target=target[0],
+                targets=tuple(target),
                 force=force,
                 constant_inputs=parse_constant_inputs(constant_input),
             ),

@@ -83,8 +83,4 @@ def if_to_select(module):
 def _is_scalar_bool(sinfo) -> bool:
     from tvm import relax
 
-    return (
-        isinstance(sinfo, relax.TensorType)
-        and sinfo.dtype == "bool"
-        and sinfo.ndim == 0
-    )
+    return isinstance(sinfo, relax.TensorType) and sinfo.dtype == "bool" and sinfo.ndim == 0

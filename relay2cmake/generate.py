@@ -14,6 +14,7 @@ from relay2cmake.emit.package import check_output_dir, render_package, write_pac
 from relay2cmake.frontends import import_model
 from relay2cmake.lowering import lower, needs_aligned_inputs
 from relay2cmake.plan import PackagePlan, build_plan
+from relay2cmake.targets import parse_targets
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class GenerateOptions:
     name: str | None = None
     version: str = "1.0.0"
     input_shapes: dict[str, tuple[int, ...]] | None = None
-    target: str = "c"
+    targets: tuple[str, ...] = ()  # --target values; none: c plus the host architecture
     force: bool = False
     constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"
 
@@ -56,6 +57,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     name = naming.check_package_name(options.name or naming.package_name_from_path(options.model.stem))
     version = naming.check_version(options.version)
     prefix = naming.c_prefix(name)
+    targets = parse_targets(list(options.targets))
     # Refuse to clobber before any long step; checked again just before writing.
     check_output_dir(options.out, options.force)
     seconds: dict[str, float] = {}
@@ -70,11 +72,11 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     )
     lowered = timed(
         "lower",
-        f"Lowering with TVM (target {options.target})",
-        lambda: lower(imported.module, prefix, options.target),
+        f"Lowering with TVM (kernels: {', '.join(t.label for t in targets)})",
+        lambda: lower(imported.module, prefix, targets),
     )
     plan = timed(
-        "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(options.target))
+        "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(targets))
     )
     reference = timed("golden", "Computing golden outputs", lambda: golden.compute(imported))
     identity = PackageIdentity(
@@ -83,7 +85,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         version=version,
         model_file=options.model.name,
         model_sha256=imported.source_sha256,
-        target=options.target,
+        # A model without kernels carries no objects: only what was built is listed.
+        targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects),
     )
     files = timed(
         "render",

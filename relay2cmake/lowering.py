@@ -1,26 +1,28 @@
 """Relax → kernels: TVM's CPU pipeline (legalize, fuse, fold, plan memory), then TIR → code.
 
-The result keeps the lowered Relax ``main`` (the plan walks it) and the kernels as C source
-for the portable ``c`` target. Every kernel symbol carries the package prefix so several
-packages can live in one program.
+The result keeps the lowered Relax ``main`` (the plan walks it), the kernels as C source for
+the portable ``c`` target, and one scheduled LLVM object per requested architecture. Every
+kernel symbol carries the package prefix so several packages can live in one program.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from relay2cmake import kernel_source
+from relay2cmake import kernel_source, object_code
 from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
+from relay2cmake.schedules import ScheduleOptions, schedule_module
+from relay2cmake.targets import KernelTarget
 
-SUPPORTED_TARGETS = ("c",)
 
-
-def needs_aligned_inputs(target_name: str) -> bool:
-    """LLVM objects use aligned vector loads on every buffer; portable C kernels do not."""
-    return target_name != "c"
+def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
+    """LLVM objects assume 64-byte aligned buffers (aligned vector loads); C kernels do not."""
+    return any(t.is_object for t in targets)
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,14 @@ class LoweredModel:
     main: Any  # the lowered tvm.relax.Function
     kernel_symbols: dict[str, str]  # Relax GlobalVar name → C symbol of its kernel
     kernel_source: str  # TVM's C output for the "c" target, unmodified
-    kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once
+    kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once (any kernel set)
+    objects: dict[str, ObjectSet]  # architecture → its kernel object
+
+
+@dataclass(frozen=True)
+class ObjectSet:
+    code: bytes  # a relocatable ELF object with every kernel
+    scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -85,20 +94,60 @@ def _called_prim_funcs(main, module) -> list:
     return list(seen.values())
 
 
-def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
+def _build(prims, target, what: str):
+    import tvm
+
+    # The driver validates every buffer it passes, so per-call argument checks are dead weight.
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True}):
+        try:
+            return tvm.tirx.build(prims, target=target)
+        except Exception as exc:
+            message = " ".join(str(exc).split())[:800]
+            raise ModelError(
+                f"TVM could not generate {what} for this model: {type(exc).__name__}: {message}"
+            ) from None
+
+
+def _object(prims, prefix: str, target: KernelTarget) -> tuple[ObjectSet, dict[str, int]]:
+    """One relocatable object for ``target``, with the backend function pointers renamed to
+    this package's, and the scratch bytes per kernel."""
+    try:
+        return _object_with(prims, prefix, target, parallel=True)
+    except object_code.ParallelScratch:
+        return _object_with(prims, prefix, target, parallel=False)
+
+
+def _object_with(
+    prims, prefix: str, target: KernelTarget, parallel: bool
+) -> tuple[ObjectSet, dict[str, int]]:
+    import tvm
+
+    scheduled, names = schedule_module(
+        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=parallel)
+    )
+    library = _build(scheduled, target.tvm_target(), f"{target.label} code")
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-") as scratch:
+        ir_path, object_path = Path(scratch) / "kernels.ll", Path(scratch) / "kernels.o"
+        library.write_to_file(str(ir_path))
+        text = object_code.prefix_backend_symbols(ir_path.read_text(), prefix)
+        ir_path.write_text(text)
+        # TVM's LLVM module loader reads textual IR back and emits the object for its triple.
+        tvm.runtime.load_module(str(ir_path)).write_to_file(str(object_path))
+        scratch = object_code.scratch_bytes(text, prefix)
+        return ObjectSet(code=object_path.read_bytes(), scheduled=tuple(names)), scratch
+
+
+def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget("c"),)) -> LoweredModel:
+    """Lower once (one memory plan for every kernel set), then generate each kernel set."""
     import tvm
     from tvm import relax
 
-    if target_name not in SUPPORTED_TARGETS:
-        raise ModelError(f"Unknown target {target_name!r}; supported: {', '.join(SUPPORTED_TARGETS)}.")
-    target = tvm.target.Target(target_name)
-    module = if_to_select(module)
-    if target_name == "c":
-        _register_c_intrinsics()
-        module = widen_float16_mod(module)
+    c_target = tvm.target.Target("c")
+    _register_c_intrinsics()
+    module = widen_float16_mod(if_to_select(module))
     try:
-        with target:
-            lowered = relax.backend.cpu_generic.get_default_pipeline(target)(module)
+        with c_target:
+            lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
         raise ModelError(f"TVM could not lower this model: {type(exc).__name__}: {message}") from None
@@ -110,20 +159,15 @@ def lower(module, prefix: str, target_name: str = "c") -> LoweredModel:
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
     if not called:
-        return LoweredModel(main=main, kernel_symbols={}, kernel_source="", kernel_scratch={})
-    # The driver validates every buffer it passes, so per-call argument checks are dead weight.
-    with tvm.transform.PassContext(config={"tirx.disable_assert": True}):
-        try:
-            library = tvm.tirx.build(prims, target=target)
-        except Exception as exc:
-            message = " ".join(str(exc).split())[:800]
-            raise ModelError(
-                f"TVM could not generate code for this model: {type(exc).__name__}: {message}"
-            ) from None
-    source = library.inspect_source()
+        return LoweredModel(main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={})
+    source = _build(prims, c_target, "C code").inspect_source()
+    scratch = kernel_source.scratch_bytes(source)
+    objects = {}
+    for target in targets:
+        if target.is_object:
+            objects[target.arch], object_scratch = _object(prims, prefix, target)
+            for symbol, size in object_scratch.items():
+                scratch[symbol] = max(scratch.get(symbol, 0), size)
     return LoweredModel(
-        main=main,
-        kernel_symbols=symbols,
-        kernel_source=source,
-        kernel_scratch=kernel_source.scratch_bytes(source),
+        main=main, kernel_symbols=symbols, kernel_source=source, kernel_scratch=scratch, objects=objects
     )

@@ -318,6 +318,7 @@ def unsupported_ops() -> onnx.ModelProto:
     model.ir_version = 10
     return model
 
+
 def runtime_if() -> onnx.ModelProto:
     """An If on a condition computed from the data, with multi-node branches and two outputs."""
     then_graph = helper.make_graph(
@@ -376,6 +377,82 @@ def raw_bit_dtypes() -> onnx.ModelProto:
         initializer=[_const("quarter", np.array(0.25, dtype=np.float32))],
     )
     return _model(graph, opset=21)  # float8 Cast needs opset 19
+
+
+def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1):
+    """A Conv node with seeded weights and bias (returned as initializers)."""
+    rng = _rng(len(name))
+    fan_in = cin // group * k * k
+    weight = (rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(fan_in)).astype(np.float32)
+    bias = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+    node = helper.make_node(
+        "Conv", [x, f"{name}_w", f"{name}_b"], [out], name=name,
+        kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group,
+    )  # fmt: skip
+    return node, [_const(f"{name}_w", weight), _const(f"{name}_b", bias)]
+
+
+def conv_family() -> onnx.ModelProto:
+    """The convolutions the default schedules target, each with a fused epilogue:
+    3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add, odd widths."""
+    nodes, inits = [], []
+    epilogues = {
+        "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
+        "c2": [helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"])],
+        "dw": [helper.make_node("Relu", ["dw"], ["r3"])],
+        "pw": [helper.make_node("Add", ["pw", "r3"], ["sum"])],
+        "odd": [helper.make_node("GlobalAveragePool", ["odd"], ["y"])],
+    }
+    for args in [
+        ("c1", "x", "c1", 3, 16, 3),
+        ("c2", "r1", "c2", 16, 32, 3, 2),
+        ("dw", "r2", "dw", 32, 32, 3, 1, 32),
+        ("pw", "r3", "pw", 32, 32, 1),
+        ("odd", "sum", "odd", 32, 24, 3),
+    ]:
+        node, weights = _conv(*args)
+        nodes += [node, *epilogues[args[0]]]
+        inits += weights
+    inits += [_const("lo", np.array(0.0, np.float32)), _const("hi", np.array(6.0, np.float32))]
+    graph = helper.make_graph(
+        nodes,
+        "conv_family",
+        [_float_info("x", [1, 3, 30, 30])],
+        [_float_info("y", [1, 24, 1, 1])],
+        initializer=inits,
+    )
+    return _model(graph)
+
+
+def dense_family() -> onnx.ModelProto:
+    """Matmuls the default schedules target: M = 1 and M = 6 dense with bias and relu,
+    Gemm with transB, batched (attention-like) matmul, and an N no vector width divides."""
+    rng = _rng(7)
+    w1 = (rng.standard_normal((64, 96)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((40, 96)) / 8).astype(np.float32)  # Gemm transB: [N, K]
+    w3 = (rng.standard_normal((40, 20)) / 8).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["a"]),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["g"], transB=1),
+        helper.make_node("MatMul", ["g", "w3"], ["odd"]),
+        helper.make_node("MatMul", ["q", "k"], ["scores"]),
+        helper.make_node("MatMul", ["v", "w1"], ["row"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dense_family",
+        [_float_info("x", [6, 64]), _float_info("q", [4, 16, 32]), _float_info("k", [4, 32, 16]),
+         _float_info("v", [1, 64])],
+        [_float_info("odd", [6, 20]), _float_info("scores", [4, 16, 16]), _float_info("row", [1, 96])],
+        initializer=[
+            _const("w1", w1), _const("b1", (0.1 * rng.standard_normal(96)).astype(np.float32)),
+            _const("w2", w2), _const("b2", (0.1 * rng.standard_normal(40)).astype(np.float32)),
+            _const("w3", w3),
+        ],
+    )  # fmt: skip
+    return _model(graph)
 
 
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {

@@ -15,11 +15,16 @@ from relay2cmake.emit.weights import Placement, Shard
 from relay2cmake.golden import GoldenData
 from relay2cmake.naming import c_string_literal, comment_text
 from relay2cmake.plan import PackagePlan
+from relay2cmake.targets import ARCHITECTURES
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
 _CONTEXT_FIXED_BYTES = 4 * 8 + 256
 _DLTENSOR_BOUND = 64
 _FFI_ANY_BYTES = 16
+# The thread pool: a mutex, two condition variables and counters, plus a thread handle and
+# a worker record per thread (pthread_t is at most 8 bytes on the systems we know).
+MAX_THREADS = 64
+_POOL_BYTES = 512 + 32 * MAX_THREADS
 
 HOME_ENUM = {"arena": "HOME_ARENA", "input": "HOME_INPUT", "constant": "HOME_CONSTANT"}
 
@@ -31,7 +36,7 @@ class PackageIdentity:
     version: str
     model_file: str  # file name only: packages must not depend on where the model was
     model_sha256: str
-    target: str
+    targets: tuple[str, ...]  # kernel sets: "c", then object sets such as "x86_64:x86-64-v3"
 
 
 def banner_lines(identity: PackageIdentity) -> list[str]:
@@ -157,7 +162,10 @@ def build_context(
     ]
 
     context_bytes = align_up(
-        _CONTEXT_FIXED_BYTES + _DLTENSOR_BOUND * (len(buffers) + 1) + _FFI_ANY_BYTES * (len(args) + 1)
+        _CONTEXT_FIXED_BYTES
+        + _DLTENSOR_BOUND * (len(buffers) + 1)
+        + _FFI_ANY_BYTES * (len(args) + 1)
+        + _POOL_BYTES
     )
     return {
         "name": identity.name,
@@ -172,6 +180,16 @@ def build_context(
         "arena_bytes": plan.arena_bytes,
         "weight_bytes": plan.weight_bytes,
         "context_bytes": context_bytes,
+        "max_threads": MAX_THREADS,
+        "object_sets": [
+            {
+                "label": label,
+                "path": f"objects/{label.partition(':')[0]}/{prefix}_kernels.o",
+                "processors": "|".join(ARCHITECTURES[label.partition(":")[0]][2]),
+            }
+            for label in identity.targets
+            if label != "c"
+        ],
         "workspace_bytes": context_bytes + plan.arena_bytes,
         "all_dtypes": [
             {"enum": f"{prefix.upper()}_DTYPE_{d.enum_suffix}", "value": d.value}

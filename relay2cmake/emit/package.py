@@ -85,7 +85,7 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
         "tvm_version": str(tvm.__version__),
         "model": {"file": identity.model_file, "sha256": identity.model_sha256, "operators": list(operators)},
         "package": {"name": identity.name, "prefix": identity.prefix, "version": identity.version},
-        "target": identity.target,
+        "targets": list(identity.targets),
         "inputs": [io(t) for t in plan.inputs],
         "outputs": [io(t) for t in plan.outputs],
         "memory": {
@@ -119,6 +119,8 @@ def render_package(
     files[f"src/{prefix}_kernels.c"] = kernel_source.adapt(
         lowered.kernel_source, f"{prefix}_kernel_abi.h", banner
     ).encode("utf-8")
+    for arch, object_set in lowered.objects.items():
+        files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
     for shard in shards:
         files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode(
             "ascii"
@@ -128,6 +130,7 @@ def render_package(
     for index, array in enumerate(golden.expected):
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
     document = metadata(identity, plan, golden, operators, context)
+    document["scheduled_kernels"] = {arch: list(o.scheduled) for arch, o in sorted(lowered.objects.items())}
     files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 

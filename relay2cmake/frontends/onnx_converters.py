@@ -441,7 +441,6 @@ class Importer(ONNXGraphImporter):
         result = converter(self.bb, inputs, attrs, [self._nodes, self._params])
         return self.bb.normalize(result) if isinstance(result, relax.Expr) else result
 
-
     def _unrolled_scan(self, inputs, attrs, opset):
         if opset < 9:
             raise NotImplementedError("Scan-8 (batched, with sequence_lens) is not supported; use opset 9+")
@@ -480,7 +479,6 @@ class Importer(ONNXGraphImporter):
             scan_outputs.append(self.bb.emit(relax.op.stack(elements[k], axis=out_axes[k] % rank)))
         results = states + scan_outputs
         return results[0] if len(results) == 1 else relax.Tuple(results)
-
 
     def _constant_value(self, expr):
         expr = get_constant(expr, [self._nodes, self._params]) if expr is not None else None

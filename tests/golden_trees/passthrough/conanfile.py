@@ -19,14 +19,30 @@ class PassthroughConan(ConanFile):
     # A C library: compiler.libcxx and compiler.cppstd do not apply.
     languages = "C"
     settings = "os", "arch", "compiler", "build_type"
-    options = {"shared": [True, False], "fPIC": [True, False], "no_malloc": [True, False]}
-    default_options = {"shared": False, "fPIC": True, "no_malloc": False}
+    options = {
+        "shared": [True, False],
+        "fPIC": [True, False],
+        "no_malloc": [True, False],
+        "threads": [True, False],
+        "portable_kernels": [True, False],
+    }
+    default_options = {
+        "shared": False,
+        "fPIC": True,
+        "no_malloc": False,
+        "threads": True,
+        "portable_kernels": False,
+    }
     # Everything travels with the recipe, so no remote is needed.
-    exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "tools/*", "tests/*", "metadata.json"
+    exports_sources = (
+        "CMakeLists.txt", "cmake/*", "include/*", "src/*", "objects/*", "tools/*", "tests/*", "metadata.json"
+    )
 
     def config_options(self):
         if self.settings.os == "Windows":
             del self.options.fPIC
+        if self.settings.os in ("baremetal", None):
+            self.options.threads = False  # no pthreads on bare metal
 
     def configure(self):
         if self.options.shared:
@@ -44,6 +60,8 @@ class PassthroughConan(ConanFile):
         toolchain.cache_variables["PASSTHROUGH_BUILD_TOOLS"] = False
         toolchain.cache_variables["PASSTHROUGH_BUILD_TESTS"] = can_run(self)
         toolchain.cache_variables["PASSTHROUGH_NO_MALLOC"] = bool(self.options.no_malloc)
+        toolchain.cache_variables["PASSTHROUGH_THREADS"] = bool(self.options.threads)
+        toolchain.cache_variables["PASSTHROUGH_PORTABLE_KERNELS"] = bool(self.options.portable_kernels)
         toolchain.generate()
 
     def build(self):
@@ -66,5 +84,5 @@ class PassthroughConan(ConanFile):
         if self.options.no_malloc:
             self.cpp_info.defines.append("PASSTHROUGH_NO_MALLOC")
         if self.settings.os in ("Linux", "FreeBSD"):
-            self.cpp_info.system_libs = ["m"]
+            self.cpp_info.system_libs = ["m"] + (["pthread"] if self.options.threads else [])
         self.cpp_info.resdirs = [os.path.join("share", "passthrough")]

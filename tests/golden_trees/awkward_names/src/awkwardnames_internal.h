@@ -13,9 +13,47 @@
 #define AWKWARDNAMES_NUM_ARGS 9
 #define AWKWARDNAMES_NUM_STEPS 3
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
-#define AWKWARDNAMES_STAGE_INPUTS 0
+#define AWKWARDNAMES_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct awkwardnames_context), a multiple of 64; the arena follows it. */
-#define AWKWARDNAMES_CONTEXT_BYTES 832u
+#define AWKWARDNAMES_CONTEXT_BYTES 3392u
+
+/* Worker threads: AWKWARDNAMES_THREADS is 1 when the build found pthreads (CMake sets it). */
+#ifndef AWKWARDNAMES_THREADS
+#define AWKWARDNAMES_THREADS 0
+#endif
+#if AWKWARDNAMES_THREADS
+#include <pthread.h>
+#endif
+
+typedef struct awkwardnames_pool awkwardnames_pool;
+typedef struct awkwardnames_worker {
+  awkwardnames_pool* pool;
+  int id;
+} awkwardnames_worker;
+
+/* A context's thread pool: threads - 1 workers, woken for each parallel loop. */
+struct awkwardnames_pool {
+  int threads;  /* including the caller of run */
+  int workers_started;
+#if AWKWARDNAMES_THREADS
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  pthread_cond_t done;
+  pthread_t handles[AWKWARDNAMES_MAX_THREADS];
+  awkwardnames_worker workers[AWKWARDNAMES_MAX_THREADS];
+  unsigned long generation;  /* bumped for every parallel loop */
+  int pending;               /* workers still running the current loop */
+  int stop;
+  int status;
+  FTVMParallelLambda lambda;
+  void* cdata;
+  TVMParallelGroupEnv env;
+#endif
+};
+
+awkwardnames_status awkwardnames_pool_set_threads(awkwardnames_pool* pool, int threads);
+void awkwardnames_pool_stop(awkwardnames_pool* pool);
+int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task);
 
 typedef int32_t (*awkwardnames_kernel_fn)(void* self, void* args, int32_t num_args, void* result);
 

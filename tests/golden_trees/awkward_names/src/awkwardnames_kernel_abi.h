@@ -58,4 +58,14 @@ void* awkwardnames_backend_alloc_workspace(int device_type, int device_id, uint6
 int awkwardnames_backend_free_workspace(int device_type, int device_id, void* ptr);
 void awkwardnames_backend_set_error(const char* kind, const char** message_parts, int32_t num_parts);
 
+/* Parallel loops (LLVM objects only; the C kernels print them as serial loops). */
+typedef struct {
+  void* sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv;
+typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* cdata);
+
+int awkwardnames_backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task);
+int awkwardnames_backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv);
+
 #endif /* AWKWARDNAMES_KERNEL_ABI_H_ */

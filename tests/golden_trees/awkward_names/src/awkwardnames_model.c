@@ -43,7 +43,7 @@ const size_t awkwardnames_output_fields[] = {
   0u
 };
 
-const size_t awkwardnames_input_staging[] = { 0u };
+const size_t awkwardnames_input_staging[] = { 0u, 64u, 0u };
 
 const uint32_t awkwardnames_output_buffers[] = { 2u, 3u, 4u, 0u };
 
@@ -54,9 +54,9 @@ const unsigned char* const awkwardnames_constant_data[] = {
 const awkwardnames_buffer_desc awkwardnames_buffer_table[] = {
   { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 0u },  /* #0 float32[2, 3] */
   { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 1u },  /* #1 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u },  /* #2 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 64u },  /* #3 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u },  /* #4 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u },  /* #2 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 192u },  /* #3 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u },  /* #4 float32[2, 3] */
   { 0, 0, 0, 0, NULL, 0u }
 };
 

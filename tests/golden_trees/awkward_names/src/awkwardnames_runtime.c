@@ -36,6 +36,7 @@ struct awkwardnames_context {
   char message[AWKWARDNAMES_MESSAGE_BYTES];
   DLTensor tensors[AWKWARDNAMES_NUM_BUFFERS + 1];
   TVMFFIAny args[AWKWARDNAMES_NUM_ARGS + 1];
+  awkwardnames_pool pool;
 };
 
 /* Compile-time check that the size promised in the public header holds on this platform. */
@@ -102,6 +103,30 @@ void awkwardnames_backend_set_error(const char* kind, const char** message_parts
   }
 }
 
+int awkwardnames_backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task) {
+  awkwardnames_context* context = awkwardnames_current;
+  if (context == NULL) {
+    TVMParallelGroupEnv env;
+    env.sync_handle = NULL;
+    env.num_task = 1;
+    return lambda(0, &env, cdata);
+  }
+  return awkwardnames_pool_run(&context->pool, lambda, cdata, num_task);
+}
+
+int awkwardnames_backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv) {
+  /* The default schedules never synchronise inside a parallel loop. */
+  (void)task_id;
+  return penv != NULL && penv->num_task > 1 ? -1 : 0;
+}
+
+/* LLVM objects reach the backend through these pointers (TVM's loader would fill them);
+ * the C kernels call the functions directly. Prefixed, so packages do not collide. */
+void* (*awkwardnames__TVMBackendAllocWorkspace)(int, int, uint64_t, int, int) = awkwardnames_backend_alloc_workspace;
+int (*awkwardnames__TVMBackendFreeWorkspace)(int, int, void*) = awkwardnames_backend_free_workspace;
+int (*awkwardnames__TVMBackendParallelLaunch)(FTVMParallelLambda, void*, int) = awkwardnames_backend_parallel_launch;
+int (*awkwardnames__TVMBackendParallelBarrier)(int, TVMParallelGroupEnv*) = awkwardnames_backend_parallel_barrier;
+
 /* ---- public API ----------------------------------------------------------------------- */
 
 static const awkwardnames_tensor_info* awkwardnames_table_entry(const awkwardnames_tensor_info* table, size_t index) {
@@ -134,6 +159,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
+  context->pool.threads = 1;
   for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {
     const awkwardnames_buffer_desc* desc = &awkwardnames_buffer_table[i];
     DLTensor* tensor = &context->tensors[i];
@@ -192,11 +218,31 @@ awkwardnames_status awkwardnames_context_create(awkwardnames_context** out_conte
 #endif
 
 void awkwardnames_context_destroy(awkwardnames_context* context) {
+  if (context == NULL) return;
+  awkwardnames_pool_stop(&context->pool);
 #ifndef AWKWARDNAMES_NO_MALLOC
-  if (context != NULL && context->owned_block != NULL) free(context->owned_block);
-#else
-  (void)context;
+  if (context->owned_block != NULL) free(context->owned_block);
 #endif
+}
+
+awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* context, int threads) {
+  awkwardnames_status status;
+  if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (threads < 1 || threads > AWKWARDNAMES_MAX_THREADS) {
+    awkwardnames_set_message(context, "thread count must be 1 to 64");
+    return AWKWARDNAMES_ERROR_THREADS;
+  }
+  status = awkwardnames_pool_set_threads(&context->pool, threads);
+  if (status != AWKWARDNAMES_OK) {
+    awkwardnames_set_message(context, AWKWARDNAMES_THREADS ? "could not start worker threads"
+                                                   : "this build has no threads (AWKWARDNAMES_THREADS off)");
+  }
+  return status;
+}
+
+int awkwardnames_context_threads(const awkwardnames_context* context) {
+  return context != NULL ? context->pool.threads : 0;
 }
 
 const char* awkwardnames_last_error(const awkwardnames_context* context) {
@@ -213,6 +259,7 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
     case AWKWARDNAMES_ERROR_WORKSPACE_MISALIGNED: return "workspace not aligned to AWKWARDNAMES_WORKSPACE_ALIGNMENT";
     case AWKWARDNAMES_ERROR_OUT_OF_MEMORY: return "out of memory";
     case AWKWARDNAMES_ERROR_KERNEL_FAILED: return "a kernel failed";
+    case AWKWARDNAMES_ERROR_THREADS: return "threads unavailable or thread count out of range";
   }
   return "unknown status";
 }

@@ -120,9 +120,6 @@ int main(int argc, char** argv) {
             (unsigned)num_paths);
     return usage();
   }
-  if (threads > 1) {
-    fprintf(stderr, "awkwardnames_cli: note: this package's kernels are single-threaded; --threads %ld has no effect\n", threads);
-  }
 
   for (k = 0; k < num_paths; ++k) {
     const awkwardnames_tensor_info* info = awkwardnames_input_info(k);
@@ -162,6 +159,11 @@ int main(int argc, char** argv) {
                                 AWKWARDNAMES_WORKSPACE_BYTES, &context);
   if (status != AWKWARDNAMES_OK) {
     fprintf(stderr, "awkwardnames_cli: cannot create a context: %s\n", awkwardnames_status_string(status));
+    goto done;
+  }
+  status = awkwardnames_context_set_threads(context, threads > AWKWARDNAMES_MAX_THREADS ? -1 : (int)threads);
+  if (status != AWKWARDNAMES_OK) {
+    fprintf(stderr, "awkwardnames_cli: --threads %ld: %s\n", threads, awkwardnames_last_error(context));
     goto done;
   }
   status = awkwardnames_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, AWKWARDNAMES_NUM_OUTPUTS);

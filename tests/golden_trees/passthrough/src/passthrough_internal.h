@@ -13,9 +13,47 @@
 #define PASSTHROUGH_NUM_ARGS 2
 #define PASSTHROUGH_NUM_STEPS 1
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
-#define PASSTHROUGH_STAGE_INPUTS 0
+#define PASSTHROUGH_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct passthrough_context), a multiple of 64; the arena follows it. */
-#define PASSTHROUGH_CONTEXT_BYTES 640u
+#define PASSTHROUGH_CONTEXT_BYTES 3200u
+
+/* Worker threads: PASSTHROUGH_THREADS is 1 when the build found pthreads (CMake sets it). */
+#ifndef PASSTHROUGH_THREADS
+#define PASSTHROUGH_THREADS 0
+#endif
+#if PASSTHROUGH_THREADS
+#include <pthread.h>
+#endif
+
+typedef struct passthrough_pool passthrough_pool;
+typedef struct passthrough_worker {
+  passthrough_pool* pool;
+  int id;
+} passthrough_worker;
+
+/* A context's thread pool: threads - 1 workers, woken for each parallel loop. */
+struct passthrough_pool {
+  int threads;  /* including the caller of run */
+  int workers_started;
+#if PASSTHROUGH_THREADS
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  pthread_cond_t done;
+  pthread_t handles[PASSTHROUGH_MAX_THREADS];
+  passthrough_worker workers[PASSTHROUGH_MAX_THREADS];
+  unsigned long generation;  /* bumped for every parallel loop */
+  int pending;               /* workers still running the current loop */
+  int stop;
+  int status;
+  FTVMParallelLambda lambda;
+  void* cdata;
+  TVMParallelGroupEnv env;
+#endif
+};
+
+passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int threads);
+void passthrough_pool_stop(passthrough_pool* pool);
+int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task);
 
 typedef int32_t (*passthrough_kernel_fn)(void* self, void* args, int32_t num_args, void* result);
 

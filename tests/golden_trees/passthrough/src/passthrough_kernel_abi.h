@@ -58,4 +58,14 @@ void* passthrough_backend_alloc_workspace(int device_type, int device_id, uint64
 int passthrough_backend_free_workspace(int device_type, int device_id, void* ptr);
 void passthrough_backend_set_error(const char* kind, const char** message_parts, int32_t num_parts);
 
+/* Parallel loops (LLVM objects only; the C kernels print them as serial loops). */
+typedef struct {
+  void* sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv;
+typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* cdata);
+
+int passthrough_backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task);
+int passthrough_backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv);
+
 #endif /* PASSTHROUGH_KERNEL_ABI_H_ */

@@ -41,7 +41,7 @@ const size_t passthrough_output_fields[] = {
   0u
 };
 
-const size_t passthrough_input_staging[] = { 0u };
+const size_t passthrough_input_staging[] = { 0u, 0u };
 
 const uint32_t passthrough_output_buffers[] = { 0u, 1u, 2u, 0u };
 
@@ -52,7 +52,7 @@ const unsigned char* const passthrough_constant_data[] = {
 
 const passthrough_buffer_desc passthrough_buffer_table[] = {
   { PASSTHROUGH_HOME_INPUT, 2, 32, 2, passthrough_shape_0, 0u },  /* #0 float32[2, 5] */
-  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 0u },  /* #1 float32[2, 5] */
+  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 64u },  /* #1 float32[2, 5] */
   { PASSTHROUGH_HOME_CONSTANT, 2, 32, 2, passthrough_shape_1, 0u },  /* #2 float32[2, 3] */
   { 0, 0, 0, 0, NULL, 0u }
 };

@@ -36,6 +36,7 @@ struct passthrough_context {
   char message[PASSTHROUGH_MESSAGE_BYTES];
   DLTensor tensors[PASSTHROUGH_NUM_BUFFERS + 1];
   TVMFFIAny args[PASSTHROUGH_NUM_ARGS + 1];
+  passthrough_pool pool;
 };
 
 /* Compile-time check that the size promised in the public header holds on this platform. */
@@ -102,6 +103,30 @@ void passthrough_backend_set_error(const char* kind, const char** message_parts,
   }
 }
 
+int passthrough_backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task) {
+  passthrough_context* context = passthrough_current;
+  if (context == NULL) {
+    TVMParallelGroupEnv env;
+    env.sync_handle = NULL;
+    env.num_task = 1;
+    return lambda(0, &env, cdata);
+  }
+  return passthrough_pool_run(&context->pool, lambda, cdata, num_task);
+}
+
+int passthrough_backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv) {
+  /* The default schedules never synchronise inside a parallel loop. */
+  (void)task_id;
+  return penv != NULL && penv->num_task > 1 ? -1 : 0;
+}
+
+/* LLVM objects reach the backend through these pointers (TVM's loader would fill them);
+ * the C kernels call the functions directly. Prefixed, so packages do not collide. */
+void* (*passthrough__TVMBackendAllocWorkspace)(int, int, uint64_t, int, int) = passthrough_backend_alloc_workspace;
+int (*passthrough__TVMBackendFreeWorkspace)(int, int, void*) = passthrough_backend_free_workspace;
+int (*passthrough__TVMBackendParallelLaunch)(FTVMParallelLambda, void*, int) = passthrough_backend_parallel_launch;
+int (*passthrough__TVMBackendParallelBarrier)(int, TVMParallelGroupEnv*) = passthrough_backend_parallel_barrier;
+
 /* ---- public API ----------------------------------------------------------------------- */
 
 static const passthrough_tensor_info* passthrough_table_entry(const passthrough_tensor_info* table, size_t index) {
@@ -134,6 +159,7 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
+  context->pool.threads = 1;
   for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
     const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
     DLTensor* tensor = &context->tensors[i];
@@ -192,11 +218,31 @@ passthrough_status passthrough_context_create(passthrough_context** out_context)
 #endif
 
 void passthrough_context_destroy(passthrough_context* context) {
+  if (context == NULL) return;
+  passthrough_pool_stop(&context->pool);
 #ifndef PASSTHROUGH_NO_MALLOC
-  if (context != NULL && context->owned_block != NULL) free(context->owned_block);
-#else
-  (void)context;
+  if (context->owned_block != NULL) free(context->owned_block);
 #endif
+}
+
+passthrough_status passthrough_context_set_threads(passthrough_context* context, int threads) {
+  passthrough_status status;
+  if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (threads < 1 || threads > PASSTHROUGH_MAX_THREADS) {
+    passthrough_set_message(context, "thread count must be 1 to 64");
+    return PASSTHROUGH_ERROR_THREADS;
+  }
+  status = passthrough_pool_set_threads(&context->pool, threads);
+  if (status != PASSTHROUGH_OK) {
+    passthrough_set_message(context, PASSTHROUGH_THREADS ? "could not start worker threads"
+                                                   : "this build has no threads (PASSTHROUGH_THREADS off)");
+  }
+  return status;
+}
+
+int passthrough_context_threads(const passthrough_context* context) {
+  return context != NULL ? context->pool.threads : 0;
 }
 
 const char* passthrough_last_error(const passthrough_context* context) {
@@ -213,6 +259,7 @@ const char* passthrough_status_string(passthrough_status status) {
     case PASSTHROUGH_ERROR_WORKSPACE_MISALIGNED: return "workspace not aligned to PASSTHROUGH_WORKSPACE_ALIGNMENT";
     case PASSTHROUGH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case PASSTHROUGH_ERROR_KERNEL_FAILED: return "a kernel failed";
+    case PASSTHROUGH_ERROR_THREADS: return "threads unavailable or thread count out of range";
   }
   return "unknown status";
 }

@@ -120,9 +120,6 @@ int main(int argc, char** argv) {
             (unsigned)num_paths);
     return usage();
   }
-  if (threads > 1) {
-    fprintf(stderr, "passthrough_cli: note: this package's kernels are single-threaded; --threads %ld has no effect\n", threads);
-  }
 
   for (k = 0; k < num_paths; ++k) {
     const passthrough_tensor_info* info = passthrough_input_info(k);
@@ -162,6 +159,11 @@ int main(int argc, char** argv) {
                                 PASSTHROUGH_WORKSPACE_BYTES, &context);
   if (status != PASSTHROUGH_OK) {
     fprintf(stderr, "passthrough_cli: cannot create a context: %s\n", passthrough_status_string(status));
+    goto done;
+  }
+  status = passthrough_context_set_threads(context, threads > PASSTHROUGH_MAX_THREADS ? -1 : (int)threads);
+  if (status != PASSTHROUGH_OK) {
+    fprintf(stderr, "passthrough_cli: --threads %ld: %s\n", threads, passthrough_last_error(context));
     goto done;
   }
   status = passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);

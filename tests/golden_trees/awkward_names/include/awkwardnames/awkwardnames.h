@@ -22,9 +22,9 @@
  * state. Any number of contexts may run concurrently, one thread per context at a time.
  *
  * Inputs and outputs are dense, C-order, little-endian arrays owned by the caller.
- * Inputs are read in place; the usual alignment of their C type is enough.
+ * Inputs not 64-byte aligned are copied into the workspace before the kernels run.
  *
- * Memory: arena 192 bytes (intermediates, kernel scratch),
+ * Memory: arena 256 bytes (intermediates, kernel scratch, staged inputs),
  * weights 0 bytes (read-only, in the library).
  */
 #ifndef AWKWARDNAMES_H_
@@ -53,9 +53,9 @@ extern "C" {
 #define AWKWARDNAMES_NUM_INPUTS 2
 #define AWKWARDNAMES_NUM_OUTPUTS 3
 /* Bytes of caller-supplied workspace for awkwardnames_context_init(): context + arena. */
-#define AWKWARDNAMES_WORKSPACE_BYTES 1024u
+#define AWKWARDNAMES_WORKSPACE_BYTES 3648u
 #define AWKWARDNAMES_WORKSPACE_ALIGNMENT 64u
-#define AWKWARDNAMES_ARENA_BYTES 192u
+#define AWKWARDNAMES_ARENA_BYTES 256u
 #define AWKWARDNAMES_WEIGHT_BYTES 0u
 
 typedef enum awkwardnames_status {
@@ -66,7 +66,8 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_WORKSPACE_TOO_SMALL = 4,   /* fewer than AWKWARDNAMES_WORKSPACE_BYTES bytes */
   AWKWARDNAMES_ERROR_WORKSPACE_MISALIGNED = 5,  /* not AWKWARDNAMES_WORKSPACE_ALIGNMENT-aligned */
   AWKWARDNAMES_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in awkwardnames_context_create */
-  AWKWARDNAMES_ERROR_KERNEL_FAILED = 7          /* a kernel reported an error; see awkwardnames_last_error */
+  AWKWARDNAMES_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see awkwardnames_last_error */
+  AWKWARDNAMES_ERROR_THREADS = 8                /* built without threads, thread start failed, or count out of range */
 } awkwardnames_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -162,8 +163,16 @@ AWKWARDNAMES_API awkwardnames_status awkwardnames_context_create(awkwardnames_co
  * must stay valid, and be used by nothing else, until the context is no longer used. */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_bytes,
                                           awkwardnames_context** out_context);
-/* Release a context from either function; NULL is ignored. */
+/* Release a context from either function (and stop its threads); NULL is ignored. */
 AWKWARDNAMES_API void awkwardnames_context_destroy(awkwardnames_context* context);
+
+/* Threads this context's kernels use, 1 (the default: only the caller's thread) to
+ * 64. Starts threads - 1 workers that sleep between runs; not while a run on this
+ * context is in progress. Contexts never share threads. The C kernels run serially; the
+ * LLVM object kernels split their outer loops over the threads. */
+#define AWKWARDNAMES_MAX_THREADS 64
+AWKWARDNAMES_API awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* context, int threads);
+AWKWARDNAMES_API int awkwardnames_context_threads(const awkwardnames_context* context);
 
 /* Run the model on named, typed buffers. */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run(awkwardnames_context* context, const awkwardnames_inputs* inputs,

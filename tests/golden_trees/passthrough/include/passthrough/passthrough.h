@@ -22,9 +22,9 @@
  * state. Any number of contexts may run concurrently, one thread per context at a time.
  *
  * Inputs and outputs are dense, C-order, little-endian arrays owned by the caller.
- * Inputs are read in place; the usual alignment of their C type is enough.
+ * Inputs not 64-byte aligned are copied into the workspace before the kernels run.
  *
- * Memory: arena 64 bytes (intermediates, kernel scratch),
+ * Memory: arena 128 bytes (intermediates, kernel scratch, staged inputs),
  * weights 24 bytes (read-only, in the library).
  */
 #ifndef PASSTHROUGH_H_
@@ -53,9 +53,9 @@ extern "C" {
 #define PASSTHROUGH_NUM_INPUTS 1
 #define PASSTHROUGH_NUM_OUTPUTS 3
 /* Bytes of caller-supplied workspace for passthrough_context_init(): context + arena. */
-#define PASSTHROUGH_WORKSPACE_BYTES 704u
+#define PASSTHROUGH_WORKSPACE_BYTES 3328u
 #define PASSTHROUGH_WORKSPACE_ALIGNMENT 64u
-#define PASSTHROUGH_ARENA_BYTES 64u
+#define PASSTHROUGH_ARENA_BYTES 128u
 #define PASSTHROUGH_WEIGHT_BYTES 24u
 
 typedef enum passthrough_status {
@@ -66,7 +66,8 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_WORKSPACE_TOO_SMALL = 4,   /* fewer than PASSTHROUGH_WORKSPACE_BYTES bytes */
   PASSTHROUGH_ERROR_WORKSPACE_MISALIGNED = 5,  /* not PASSTHROUGH_WORKSPACE_ALIGNMENT-aligned */
   PASSTHROUGH_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in passthrough_context_create */
-  PASSTHROUGH_ERROR_KERNEL_FAILED = 7          /* a kernel reported an error; see passthrough_last_error */
+  PASSTHROUGH_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see passthrough_last_error */
+  PASSTHROUGH_ERROR_THREADS = 8                /* built without threads, thread start failed, or count out of range */
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -156,8 +157,16 @@ PASSTHROUGH_API passthrough_status passthrough_context_create(passthrough_contex
  * must stay valid, and be used by nothing else, until the context is no longer used. */
 PASSTHROUGH_API passthrough_status passthrough_context_init(void* workspace, size_t workspace_bytes,
                                           passthrough_context** out_context);
-/* Release a context from either function; NULL is ignored. */
+/* Release a context from either function (and stop its threads); NULL is ignored. */
 PASSTHROUGH_API void passthrough_context_destroy(passthrough_context* context);
+
+/* Threads this context's kernels use, 1 (the default: only the caller's thread) to
+ * 64. Starts threads - 1 workers that sleep between runs; not while a run on this
+ * context is in progress. Contexts never share threads. The C kernels run serially; the
+ * LLVM object kernels split their outer loops over the threads. */
+#define PASSTHROUGH_MAX_THREADS 64
+PASSTHROUGH_API passthrough_status passthrough_context_set_threads(passthrough_context* context, int threads);
+PASSTHROUGH_API int passthrough_context_threads(const passthrough_context* context);
 
 /* Run the model on named, typed buffers. */
 PASSTHROUGH_API passthrough_status passthrough_run(passthrough_context* context, const passthrough_inputs* inputs,

@@ -1,0 +1,171 @@
+"""Default CPU schedules that need no tuning, applied per PrimFunc by pattern.
+
+TVM 0.27 ships no CPU schedules for legalized Relax (dlight's CPU rules cover GEMV and
+row reductions, and do nothing useful for matmul or convolution), so unscheduled kernels
+run at about 1 GFLOPS. Two patterns cover most of the arithmetic in real models:
+
+- matmul-like: one reduction block with a single reduction axis (dense, matmul, batch
+  matmul, M = 1 included). A register tile of ``rows x (4 vectors)`` accumulators,
+  vectorized along the output's contiguous axis, the reduction unrolled by 4.
+- conv2d-like (NCHW): one reduction block with three reduction axes (channels, kernel
+  rows, kernel columns) over four spatial axes (regular, 1x1, strided, depthwise). A tile
+  of ``8 output channels x one vector of output columns``; padding stays its own stage.
+
+In both, the fused elementwise epilogue (bias, relu, clip, add) is folded into the tile's
+write-back, and the outermost tiles run in parallel (``TVMBackendParallelLaunch`` in LLVM
+objects; serial loops in C). Anything else, or anything a schedule primitive rejects,
+keeps TVM's default lowering: a schedule can only make a kernel faster, never wrong,
+because TVM checks every primitive against the block's dependences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    vector_lanes: int  # float32 lanes of one vector register: 4 (NEON), 8 (AVX2), 16 (AVX-512)
+    vectorize: bool  # False for the C target, which cannot print vector types
+    parallel: bool
+
+
+def _divisor(extent: int, preferred: int) -> int:
+    """The largest divisor of ``extent`` not above ``preferred`` (uneven splits add
+    predicates that defeat vectorization)."""
+    for candidate in range(min(preferred, extent), 0, -1):
+        if extent % candidate == 0:
+            return candidate
+    return 1
+
+
+def _reduction_blocks(sch):
+    from tvm import tirx
+
+    root = sch.get_sblock("root")
+    blocks = []
+    for block in sch.get_child_blocks(root):
+        iter_vars = sch.get(block).iter_vars
+        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in iter_vars):
+            blocks.append(block)
+    return blocks
+
+
+def _kinds(sch, block) -> str:
+    """'S'/'R' per iter var, e.g. 'SSR' for a matmul, 'SSSSRRR' for conv2d."""
+    from tvm import tirx
+
+    return "".join("R" if iv.iter_type == tirx.IterVar.CommReduce else "S" for iv in sch.get(block).iter_vars)
+
+
+def _extent(sch, loop) -> int:
+    return int(sch.get(loop).extent)
+
+
+def _fold_epilogue(sch, block):
+    """Cache the block's output in registers and fold the elementwise consumers into the
+    write-back; returns the write-back block."""
+    # "global" scope: small constant-size buffers become stack arrays (LLVM keeps them in
+    # registers); TVM turns "local" ones into workspace calls, even inside parallel loops.
+    write_back = sch.cache_write(block, 0, "global")
+    while True:
+        consumers = sch.get_consumers(write_back)
+        if len(consumers) != 1:
+            break
+        try:
+            sch.reverse_compute_inline(consumers[0])
+        except Exception:  # not elementwise (a reduction, a transpose): leave it a stage
+            break
+    return write_back
+
+
+def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
+    loops = sch.get_loops(block)
+    *outer, i, j, k = loops
+    lanes = options.vector_lanes
+    n_extent, m_extent = _extent(sch, j), _extent(sch, i)
+    rows = _divisor(m_extent, 4 if lanes <= 8 else 8)
+    cols = _divisor(n_extent, lanes * (8 if m_extent == 1 else 2))
+    write_back = _fold_epilogue(sch, block)
+    i0, i1 = sch.split(i, [None, rows])
+    j0, j1 = sch.split(j, [None, cols])
+    k0, k1 = sch.split(k, [None, _divisor(_extent(sch, k), 4)])
+    sch.reorder(*outer, i0, j0, k0, k1, i1, j1)
+    sch.reverse_compute_at(write_back, j0)
+    sch.unroll(k1)
+    sch.unroll(i1)
+    if options.vectorize:
+        sch.vectorize(j1)
+        sch.vectorize(sch.get_loops(write_back)[-1])
+    if options.parallel:
+        # Vectorize and parallel before decompose_reduction: afterwards the update block
+        # no longer counts as a reduction and both primitives refuse it.
+        sch.parallel(sch.fuse(*outer, i0, j0))
+    init = sch.decompose_reduction(block, k0)
+    if options.vectorize:
+        sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    lanes = options.vector_lanes
+    for producer in sch.get_producers(block):  # the padding stage: cheap, keep it separate
+        loops = sch.get_loops(producer)
+        if options.parallel and len(loops) >= 3:
+            sch.parallel(sch.fuse(*loops[:2]))
+    write_back = _fold_epilogue(sch, block)
+    f0, f1 = sch.split(f, [None, _divisor(_extent(sch, f), 8)])
+    x0, x1 = sch.split(x, [None, _divisor(_extent(sch, x), lanes)])
+    sch.reorder(n, f0, y, x0, rc, ry, rx, f1, x1)
+    sch.reverse_compute_at(write_back, x0)
+    sch.unroll(ry)
+    sch.unroll(rx)
+    sch.unroll(f1)
+    if options.vectorize:
+        sch.vectorize(x1)
+        sch.vectorize(sch.get_loops(write_back)[-1])
+    if options.parallel:
+        sch.parallel(sch.fuse(n, f0, y))
+    init = sch.decompose_reduction(block, rc)
+    if options.vectorize:
+        sch.vectorize(sch.get_loops(init)[-1])
+
+
+def schedule_function(func, options: ScheduleOptions):
+    """``func`` scheduled when it matches a pattern, else ``None``."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    reductions = _reduction_blocks(sch)
+    if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
+        return None
+    block = reductions[0]
+    kinds = _kinds(sch, block)
+    if len(sch.get_loops(block)) != len(kinds):
+        return None  # loops and block iterators do not correspond one to one
+    try:
+        if kinds.endswith("SSR") and kinds.count("R") == 1:
+            _schedule_matmul(sch, block, options)
+        elif kinds == "SSSSRRR":
+            _schedule_conv2d(sch, block, options)
+        else:
+            return None
+    except Exception:  # a primitive refused this instance: TVM's default lowering stays
+        return None
+    return sch.mod["main"]
+
+
+def schedule_module(module, options: ScheduleOptions):
+    """Every PrimFunc of ``module`` scheduled where a pattern applies; returns the new
+    module and the names of the scheduled functions."""
+    import tvm
+
+    functions, scheduled = {}, []
+    for gv, func in module.functions.items():
+        result = schedule_function(func, options) if isinstance(func, tvm.tirx.PrimFunc) else None
+        if result is not None:
+            functions[gv] = result.with_attr("global_symbol", func.attrs["global_symbol"])
+            scheduled.append(gv.name_hint)
+        else:
+            functions[gv] = func
+    return tvm.IRModule(functions, attrs=module.attrs), sorted(scheduled)

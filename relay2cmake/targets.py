@@ -1,0 +1,107 @@
+"""``--target`` values: which kernel sets a package carries, and how TVM builds each.
+
+Every package carries portable C kernels (``c``); each further target adds one LLVM object
+set for an architecture at one CPU level, e.g. ``x86_64`` (x86-64-v3: AVX2 and FMA, any
+x86-64 CPU since 2015), ``x86_64:znver4``, ``aarch64`` (ARMv8-A with NEON),
+``aarch64:cortex-a76``. The generated CMake links the set matching
+``CMAKE_SYSTEM_PROCESSOR`` and compiles the C kernels everywhere else.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+from relay2cmake.errors import UserError
+
+# Architecture → (LLVM triple, default CPU, CMAKE_SYSTEM_PROCESSOR spellings).
+ARCHITECTURES = {
+    "x86_64": ("x86_64-linux-gnu", "x86-64-v3", ("x86_64", "AMD64", "amd64")),
+    "aarch64": ("aarch64-linux-gnu", "generic", ("aarch64", "arm64", "ARM64")),
+}
+# x86 CPU levels with 512-bit vectors (16 float32 lanes); others get 256-bit AVX2 tiles.
+_AVX512_CPUS = {
+    "x86-64-v4", "znver4", "znver5", "skylake-avx512", "cascadelake", "cooperlake",
+    "icelake-server", "icelake-client", "tigerlake", "sapphirerapids", "emeraldrapids",
+    "graniterapids",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KernelTarget:
+    arch: str  # "c" or a key of ARCHITECTURES
+    cpu: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.arch if not self.cpu else f"{self.arch}:{self.cpu}"
+
+    @property
+    def is_object(self) -> bool:
+        return self.arch != "c"
+
+    @property
+    def processors(self) -> tuple[str, ...]:
+        return ARCHITECTURES[self.arch][2]
+
+    @property
+    def vector_lanes(self) -> int:
+        """float32 lanes of one vector register, which sizes the schedules' tiles."""
+        if self.arch == "aarch64":
+            return 4
+        if self.arch == "x86_64":
+            return 16 if self.cpu in _AVX512_CPUS else 8
+        return 1
+
+    def tvm_target(self):
+        import tvm
+
+        if not self.is_object:
+            return tvm.target.Target("c")
+        triple, _, _ = ARCHITECTURES[self.arch]
+        spec = {"kind": "llvm", "mtriple": triple, "mcpu": self.cpu}
+        if self.arch == "aarch64":
+            spec["mattr"] = ["+neon"]
+        return tvm.target.Target(spec)
+
+
+def host_target() -> KernelTarget | None:
+    machine = platform.machine()
+    for arch, (_, cpu, spellings) in ARCHITECTURES.items():
+        if machine in spellings:
+            return KernelTarget(arch, cpu)
+    return None
+
+
+def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:
+    """``c`` first, then object sets in the order given; no ``--target`` means ``c`` plus
+    the host architecture at its default CPU level."""
+    if not specs:
+        host = host_target()
+        return (KernelTarget("c"),) + ((host,) if host else ())
+    result = [KernelTarget("c")]
+    for spec in specs:
+        arch, _, cpu = spec.partition(":")
+        if arch == "c" and not cpu:
+            continue
+        if arch not in ARCHITECTURES:
+            raise UserError(
+                f"--target {spec!r}: unknown architecture {arch!r}; use c, "
+                + ", ".join(f"{a} or {a}:CPU" for a in ARCHITECTURES)
+                + "."
+            )
+        if any(t.arch == arch for t in result):
+            raise UserError(f"--target names {arch} twice; a package carries one CPU level per architecture.")
+        target = KernelTarget(arch, cpu or ARCHITECTURES[arch][1])
+        _check_cpu(target, spec)
+        result.append(target)
+    return tuple(result)
+
+
+def _check_cpu(target: KernelTarget, spec: str) -> None:
+    import tvm
+
+    try:
+        tvm.target.Target(target.tvm_target())
+    except Exception as exc:
+        raise UserError(f"--target {spec!r}: TVM rejects it ({' '.join(str(exc).split())[:200]}).") from None

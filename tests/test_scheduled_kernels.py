@@ -1,0 +1,45 @@
+"""The default schedules (LLVM object kernels) compute what ONNX Runtime computes, with 1
+and 2 threads, and the portable C kernels of the same package agree. Speed is measured by
+benchmarks/, never here."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from model_zoo import conv_family, dense_family
+from packaging_helpers import (
+    build_package,
+    configure_build,
+    onnxruntime_outputs,
+    random_inputs,
+    run,
+)
+
+FAMILIES = {"conv_family": (conv_family, 5), "dense_family": (dense_family, 5)}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
+    make, expected_scheduled = FAMILIES[family]
+    model = tmp_path / f"{family}.onnx"
+    onnx.save(make(), str(model))
+    name = "".join(part.capitalize() for part in family.split("_"))
+    package = build_package(model, tmp_path / "work", name, ["--target", "x86_64"])
+    meta = package.metadata
+    scheduled = meta["scheduled_kernels"]["x86_64"]
+    assert len(scheduled) >= expected_scheduled, f"the patterns matched only {scheduled}"
+
+    portable = tmp_path / "portable"
+    configure_build(package.source, portable, f"-D{name.upper()}_PORTABLE_KERNELS=ON")
+    inputs = random_inputs(meta, seed=11)
+    for index, array in enumerate(inputs):
+        np.save(tmp_path / f"in{index}.npy", array)
+    paths = [tmp_path / f"in{i}.npy" for i in range(len(inputs))]
+    expected = onnxruntime_outputs(model, meta, inputs)
+    for build, threads in [(package.build, 1), (package.build, 2), (portable, 1)]:
+        out = tmp_path / f"out_{build.name}_{threads}"
+        run([build / f"{name.lower()}_cli", "--threads", str(threads), "--output-dir", out, *paths])
+        for index, want in enumerate(expected):
+            got = np.load(out / f"output_{index}.npy")
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{build.name} {threads}T")
