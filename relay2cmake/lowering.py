@@ -16,6 +16,8 @@ from relay2cmake import kernel_source, object_code
 from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
+from relay2cmake.fast_math import vectorizable_erf
+from relay2cmake.layouts import pack_conv_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_module
 from relay2cmake.targets import KernelTarget
 
@@ -144,7 +146,7 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
 
     c_target = tvm.target.Target("c")
     _register_c_intrinsics()
-    module = widen_float16_mod(if_to_select(module))
+    module = vectorizable_erf(pack_conv_weights(widen_float16_mod(if_to_select(module))))
     try:
         with c_target:
             lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(module)

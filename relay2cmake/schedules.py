@@ -64,7 +64,20 @@ def _extent(sch, loop) -> int:
 
 def _fold_epilogue(sch, block):
     """Cache the block's output in registers and fold the elementwise consumers into the
-    write-back; returns the write-back block."""
+    write-back; returns the write-back block.
+
+    Intermediate elementwise blocks are inlined into their consumers first, so that an
+    epilogue that reads the product twice (GELU: x * (1 + erf(x / sqrt 2)) / 2) becomes one
+    block with a single producer, which the write-back can absorb."""
+    producers = {sch.get(p).name_hint for p in sch.get_producers(block)}
+    for candidate in sch.get_child_blocks(sch.get_sblock("root")):
+        name = sch.get(candidate).name_hint
+        if name == sch.get(block).name_hint or name in producers:
+            continue
+        try:
+            sch.compute_inline(candidate)
+        except Exception:  # the function's output block, or not elementwise: stays
+            pass
     # "global" scope: small constant-size buffers become stack arrays (LLVM keeps them in
     # registers); TVM turns "local" ones into workspace calls, even inside parallel loops.
     write_back = sch.cache_write(block, 0, "global")
@@ -106,15 +119,21 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
+CONV_TILE = (8, 1)  # output channels x vectors of output columns per register tile
+# Output columns per register tile of a packed convolution, by vector width: the tile holds
+# columns x (16 / lanes) accumulators, which must leave registers for the weights.
+PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
+
+
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     n, f, y, x, rc, ry, rx = sch.get_loops(block)
-    lanes = options.vector_lanes
+    lanes = options.vector_lanes * CONV_TILE[1]
     for producer in sch.get_producers(block):  # the padding stage: cheap, keep it separate
         loops = sch.get_loops(producer)
         if options.parallel and len(loops) >= 3:
             sch.parallel(sch.fuse(*loops[:2]))
     write_back = _fold_epilogue(sch, block)
-    f0, f1 = sch.split(f, [None, _divisor(_extent(sch, f), 8)])
+    f0, f1 = sch.split(f, [None, _divisor(_extent(sch, f), CONV_TILE[0])])
     x0, x1 = sch.split(x, [None, _divisor(_extent(sch, x), lanes)])
     sch.reorder(n, f0, y, x0, rc, ry, rx, f1, x1)
     sch.reverse_compute_at(write_back, x0)
@@ -129,6 +148,38 @@ def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     init = sch.decompose_reduction(block, rc)
     if options.vectorize:
         sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
+    """Weights [O/16, I, kh, kw, 16] (layouts.py): vectorize along the 16 output channels
+    (contiguous weights), broadcast one input pixel per column of the tile."""
+    from relay2cmake.layouts import PACK
+
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    for producer in sch.get_producers(block):  # the padding stage
+        loops = sch.get_loops(producer)
+        if options.parallel and len(loops) >= 3:
+            sch.parallel(sch.fuse(*loops[:2]))
+    write_back = _fold_epilogue(sch, block)
+    f0, f1 = sch.split(f, [None, PACK])
+    columns = _divisor(_extent(sch, x), PACKED_COLUMNS.get(options.vector_lanes, 4))
+    x0, x1 = sch.split(x, [None, columns])
+    sch.reorder(n, f0, y, x0, rc, ry, rx, x1, f1)
+    sch.reverse_compute_at(write_back, x0)
+    sch.unroll(ry)
+    sch.unroll(rx)
+    sch.unroll(x1)
+    if options.vectorize:
+        sch.vectorize(f1)
+    if options.parallel:
+        sch.parallel(sch.fuse(n, f0, y))
+    init = sch.decompose_reduction(block, rc)
+    if options.vectorize:
+        sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _reads_packed_weights(sch, block) -> bool:
+    return any(len(region.region) == 5 for region in sch.get(block).reads)
 
 
 def schedule_function(func, options: ScheduleOptions):
@@ -146,6 +197,8 @@ def schedule_function(func, options: ScheduleOptions):
     try:
         if kinds.endswith("SSR") and kinds.count("R") == 1:
             _schedule_matmul(sch, block, options)
+        elif kinds == "SSSSRRR" and _reads_packed_weights(sch, block):
+            _schedule_conv2d_packed(sch, block, options)
         elif kinds == "SSSSRRR":
             _schedule_conv2d(sch, block, options)
         else:

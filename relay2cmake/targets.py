@@ -3,8 +3,9 @@
 Every package carries portable C kernels (``c``); each further target adds one LLVM object
 set for an architecture at one CPU level, e.g. ``x86_64`` (x86-64-v3: AVX2 and FMA, any
 x86-64 CPU since 2015), ``x86_64:znver4``, ``aarch64`` (ARMv8-A with NEON),
-``aarch64:cortex-a76``. The generated CMake links the set matching
-``CMAKE_SYSTEM_PROCESSOR`` and compiles the C kernels everywhere else.
+``aarch64:cortex-a76``, ``x86_64:native`` (the generating machine's CPU). The generated
+CMake links the set matching ``CMAKE_SYSTEM_PROCESSOR`` and compiles the C kernels
+everywhere else.
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:
             )
         if any(t.arch == arch for t in result):
             raise UserError(f"--target names {arch} twice; a package carries one CPU level per architecture.")
+        if cpu == "native":  # this machine's CPU, by LLVM's name for it (not portable)
+            import tvm
+
+            if host_target() is None or host_target().arch != arch:
+                raise UserError(f"--target {spec!r}: 'native' needs a {arch} host.")
+            cpu = tvm.target.codegen.llvm_get_system_cpu()
         target = KernelTarget(arch, cpu or ARCHITECTURES[arch][1])
         _check_cpu(target, spec)
         result.append(target)

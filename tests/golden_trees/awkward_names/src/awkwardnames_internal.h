@@ -38,7 +38,6 @@ struct awkwardnames_pool {
 #if AWKWARDNAMES_THREADS
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  pthread_cond_t done;
   pthread_t handles[AWKWARDNAMES_MAX_THREADS];
   awkwardnames_worker workers[AWKWARDNAMES_MAX_THREADS];
   unsigned long generation;  /* bumped for every parallel loop */

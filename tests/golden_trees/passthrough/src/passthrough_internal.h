@@ -38,7 +38,6 @@ struct passthrough_pool {
 #if PASSTHROUGH_THREADS
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  pthread_cond_t done;
   pthread_t handles[PASSTHROUGH_MAX_THREADS];
   passthrough_worker workers[PASSTHROUGH_MAX_THREADS];
   unsigned long generation;  /* bumped for every parallel loop */

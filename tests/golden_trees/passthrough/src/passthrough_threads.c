@@ -4,8 +4,9 @@
  */
 /*
  * The thread pool behind the kernels' parallel loops: each context owns threads - 1
- * workers that sleep on a condition variable; a parallel loop wakes them, the caller runs
- * task 0 itself, and the loop ends when every task has. Without pthreads
+ * workers that wait for a new generation of work (spinning briefly, then on a condition
+ * variable); a parallel loop publishes one, the caller runs task 0 itself, and the loop
+ * ends when every task has. Without pthreads
  * (PASSTHROUGH_THREADS 0: bare metal, or a build that asked for none) every loop runs
  * serially on the caller's thread.
  */
@@ -13,28 +14,44 @@
 
 #if PASSTHROUGH_THREADS
 
+/* Wake-up by futex alone costs tens of microseconds, more than many kernels take: workers
+ * first spin on the generation counter for a while (about a millisecond), then sleep. The
+ * counters use the __atomic builtins of gcc and clang (pthreads builds only). */
+#define PASSTHROUGH_SPINS 20000
+#if defined(__x86_64__) || defined(__i386__)
+#define PASSTHROUGH_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define PASSTHROUGH_RELAX() __asm__ __volatile__("yield")
+#else
+#define PASSTHROUGH_RELAX() ((void)0)
+#endif
+#define PASSTHROUGH_LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define PASSTHROUGH_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
 static void* passthrough_worker_main(void* argument) {
   passthrough_worker* self = (passthrough_worker*)argument;
   passthrough_pool* pool = self->pool;
   unsigned long seen = 0; /* generation restarts at 0 before workers start */
-  pthread_mutex_lock(&pool->lock);
   for (;;) {
-    FTVMParallelLambda lambda;
-    void* cdata;
-    int rc;
-    while (!pool->stop && pool->generation == seen) pthread_cond_wait(&pool->wake, &pool->lock);
-    if (pool->stop) break;
-    seen = pool->generation;
+    int spins, rc;
+    for (spins = 0; spins < PASSTHROUGH_SPINS; ++spins) {
+      if (PASSTHROUGH_LOAD(pool->generation) != seen || PASSTHROUGH_LOAD(pool->stop)) break;
+      PASSTHROUGH_RELAX();
+    }
+    if (PASSTHROUGH_LOAD(pool->generation) == seen && !PASSTHROUGH_LOAD(pool->stop)) {
+      pthread_mutex_lock(&pool->lock);
+      while (!PASSTHROUGH_LOAD(pool->stop) && PASSTHROUGH_LOAD(pool->generation) == seen) {
+        pthread_cond_wait(&pool->wake, &pool->lock);
+      }
+      pthread_mutex_unlock(&pool->lock);
+    }
+    if (PASSTHROUGH_LOAD(pool->stop)) break;
+    seen = PASSTHROUGH_LOAD(pool->generation);
     if (self->id >= pool->env.num_task) continue; /* this loop has fewer tasks than workers */
-    lambda = pool->lambda;
-    cdata = pool->cdata;
-    pthread_mutex_unlock(&pool->lock);
-    rc = lambda(self->id, &pool->env, cdata);
-    pthread_mutex_lock(&pool->lock);
-    if (rc != 0) pool->status = rc;
-    if (--pool->pending == 0) pthread_cond_signal(&pool->done);
+    rc = pool->lambda(self->id, &pool->env, pool->cdata);
+    if (rc != 0) PASSTHROUGH_STORE(pool->status, rc);
+    __atomic_sub_fetch(&pool->pending, 1, __ATOMIC_ACQ_REL);
   }
-  pthread_mutex_unlock(&pool->lock);
   return NULL;
 }
 
@@ -45,11 +62,10 @@ void passthrough_pool_stop(passthrough_pool* pool) {
     return;
   }
   pthread_mutex_lock(&pool->lock);
-  pool->stop = 1;
+  PASSTHROUGH_STORE(pool->stop, 1);
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
   for (i = 1; i <= pool->workers_started; ++i) pthread_join(pool->handles[i], NULL);
-  pthread_cond_destroy(&pool->done);
   pthread_cond_destroy(&pool->wake);
   pthread_mutex_destroy(&pool->lock);
   pool->workers_started = 0;
@@ -66,11 +82,6 @@ passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int thre
     pthread_mutex_destroy(&pool->lock);
     return PASSTHROUGH_ERROR_THREADS;
   }
-  if (pthread_cond_init(&pool->done, NULL) != 0) {
-    pthread_cond_destroy(&pool->wake);
-    pthread_mutex_destroy(&pool->lock);
-    return PASSTHROUGH_ERROR_THREADS;
-  }
   pool->generation = 0;
   pool->env.num_task = 1;
   for (i = 1; i < threads; ++i) {
@@ -78,7 +89,6 @@ passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int thre
     pool->workers[i].id = i;
     if (pthread_create(&pool->handles[i], NULL, passthrough_worker_main, &pool->workers[i]) != 0) {
       pool->workers_started = i - 1;
-      pool->threads = i;
       passthrough_pool_stop(pool);
       return PASSTHROUGH_ERROR_THREADS;
     }
@@ -90,7 +100,7 @@ passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int thre
 
 int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task) {
   int tasks = pool->threads;
-  int rc;
+  int rc, status;
   if (num_task > 0 && num_task < tasks) tasks = num_task;
   if (tasks <= 1) {
     TVMParallelGroupEnv env;
@@ -98,22 +108,21 @@ int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void
     env.num_task = 1;
     return lambda(0, &env, cdata);
   }
-  pthread_mutex_lock(&pool->lock);
   pool->lambda = lambda;
   pool->cdata = cdata;
   pool->env.sync_handle = NULL;
   pool->env.num_task = tasks;
-  pool->pending = tasks - 1;
   pool->status = 0;
-  ++pool->generation;
+  PASSTHROUGH_STORE(pool->pending, tasks - 1);
+  /* Publishes the job: workers read it after they see the new generation. */
+  __atomic_add_fetch(&pool->generation, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_lock(&pool->lock); /* wakes the workers that went to sleep */
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
   rc = lambda(0, &pool->env, cdata);
-  pthread_mutex_lock(&pool->lock);
-  while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->lock);
-  if (rc == 0) rc = pool->status;
-  pthread_mutex_unlock(&pool->lock);
-  return rc;
+  while (PASSTHROUGH_LOAD(pool->pending) > 0) PASSTHROUGH_RELAX();
+  status = PASSTHROUGH_LOAD(pool->status);
+  return rc != 0 ? rc : status;
 }
 
 #else /* no threads */
