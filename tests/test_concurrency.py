@@ -1,11 +1,13 @@
-"""Contexts are independent: many threads, one context each, give the serial result."""
+"""Contexts are independent: many threads, one context each, give the serial result; with
+worker threads per context too, and under ThreadSanitizer."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
-from packaging_helpers import run
+from packaging_helpers import configure_build, run
 
 PROGRAM = r"""
 #include <cnn/cnn.h>
@@ -15,6 +17,9 @@ PROGRAM = r"""
 
 #define THREADS 8
 #define RUNS 50
+#ifndef WORKERS_PER_CONTEXT
+#define WORKERS_PER_CONTEXT 1
+#endif
 
 static float input[THREADS][CNN_INPUT_PIXELS_NUM_ELEMENTS];
 static float reference[THREADS][CNN_OUTPUT_SCORES_NUM_ELEMENTS];
@@ -27,6 +32,7 @@ static void* worker(void* arg) {
   cnn_inputs in = {input[id]};
   cnn_outputs outs = {out};
   if (cnn_context_create(&context) != CNN_OK) { failures[id] = 1; return NULL; }
+  if (cnn_context_set_threads(context, WORKERS_PER_CONTEXT) != CNN_OK) { failures[id] = 1; return NULL; }
   for (r = 0; r < RUNS; ++r) {
     if (cnn_run(context, &in, &outs) != CNN_OK) ++failures[id];
     if (memcmp(out, reference[id], sizeof(out)) != 0) ++failures[id];
@@ -72,3 +78,23 @@ def test_eight_threads_eight_contexts_match_serial(built, tmp_path):
         ]
     )  # fmt: skip
     assert "8 threads x 50 runs, 0 mismatches" in run([exe]).stdout
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed")
+def test_contexts_with_worker_threads_are_race_free_under_tsan(built, tmp_path):
+    """8 contexts x 2 threads each (the object kernels' parallel loops on each context's
+    pool), built with -fsanitize=thread: no race reported, results identical to serial."""
+    package = built("cnn")
+    build = tmp_path / "tsan"
+    flags = "-DCMAKE_C_FLAGS=-fsanitize=thread -g -O1"
+    configure_build(package.source, build, flags, "-DCNN_BUILD_TESTS=OFF", "-DCNN_BUILD_TOOLS=OFF")
+    (tmp_path / "main.c").write_text(PROGRAM)
+    exe = tmp_path / "threads_tsan"
+    run(
+        [
+            "gcc", "-std=c11", "-O1", "-g", "-fsanitize=thread", "-DWORKERS_PER_CONTEXT=2", "-pthread",
+            "-I", package.source / "include", tmp_path / "main.c", build / "libcnn.a", "-lm", "-o", exe,
+        ]
+    )  # fmt: skip
+    result = run([exe], env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66"))
+    assert "8 threads x 50 runs, 0 mismatches" in result.stdout

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The system tools the tests compile with: a C/C++ compiler pair other than gcc (clang),
-# ninja, and binutils' nm. Installs what is missing when run as root on Debian/Ubuntu;
+# ninja, binutils' nm, and an AArch64 cross compiler with qemu to run what it builds. Installs what is missing when run as root on Debian/Ubuntu;
 # otherwise says what to install (the tests that need it are then skipped, with a reason).
 set -euo pipefail
 missing=()
@@ -8,6 +8,8 @@ command -v clang >/dev/null || missing+=(clang)
 command -v ninja >/dev/null || missing+=(ninja-build)
 command -v nm >/dev/null || missing+=(binutils)
 command -v g++ >/dev/null || missing+=(g++)
+command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing ${missing[*]} with apt-get" >&2

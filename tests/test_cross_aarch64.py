@@ -1,0 +1,44 @@
+"""An AArch64 object set: the package cross-builds with Debian's aarch64 gcc and a plain
+CMake toolchain setup, and its golden test and cli (2 threads) pass under qemu."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from model_zoo import conv_family
+from packaging_helpers import WARNINGS, configure_build, ctest, onnxruntime_outputs, relay2cmake, run
+
+CROSS = shutil.which("aarch64-linux-gnu-gcc")
+QEMU = shutil.which("qemu-aarch64")
+
+
+@pytest.mark.skipif(
+    not (CROSS and QEMU), reason="needs gcc-aarch64-linux-gnu and qemu-user (tools/install_system_deps.sh)"
+)
+def test_aarch64_objects_cross_build_and_run_under_qemu(tmp_path):
+    model = tmp_path / "conv.onnx"
+    onnx.save(conv_family(), str(model))
+    package = tmp_path / "pkg"
+    relay2cmake("gen", str(model), "-o", str(package), "--name", "Conv", "--target", "aarch64")
+    assert (package / "objects" / "aarch64" / "conv_kernels.o").exists()
+    build = tmp_path / "build"
+    emulator = f"{QEMU};-L;/usr/aarch64-linux-gnu"
+    configure_build(
+        package, build, "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+        f"-DCMAKE_C_COMPILER={CROSS}", f"-DCMAKE_CROSSCOMPILING_EMULATOR={emulator}",
+        f"-DCMAKE_C_FLAGS={WARNINGS}",
+    )  # fmt: skip
+    members = run(["ar", "t", build / "libconv.a"]).stdout.split()
+    assert "conv_kernels.o" in members, f"the object set was not linked: {members}"
+    run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+
+    x = np.random.default_rng(5).standard_normal((1, 3, 30, 30)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    run([QEMU, "-L", "/usr/aarch64-linux-gnu", build / "conv_cli", "--threads", "2",
+         "--output-dir", tmp_path / "out", tmp_path / "x.npy"])  # fmt: skip
+    meta = {"inputs": [{"name": "x"}], "outputs": [{"name": "y"}]}
+    expected = onnxruntime_outputs(model, meta, [x])[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "output_0.npy"), expected, rtol=1e-4, atol=1e-5)
