@@ -127,7 +127,7 @@ PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
 
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     n, f, y, x, rc, ry, rx = sch.get_loops(block)
-    lanes = options.vector_lanes * CONV_TILE[1]
+    lanes = min(options.vector_lanes, 8) * CONV_TILE[1]  # 8 columns: widths are 7 x 2^k
     for producer in sch.get_producers(block):  # the padding stage: cheap, keep it separate
         loops = sch.get_loops(producer)
         if options.parallel and len(loops) >= 3:

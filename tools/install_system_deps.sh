@@ -10,6 +10,7 @@ command -v nm >/dev/null || missing+=(binutils)
 command -v g++ >/dev/null || missing+=(g++)
 command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+command -v valgrind >/dev/null || missing+=(valgrind)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing ${missing[*]} with apt-get" >&2
