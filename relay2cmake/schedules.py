@@ -162,17 +162,22 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
             sch.parallel(sch.fuse(*loops[:2]))
     write_back = _fold_epilogue(sch, block)
     f0, f1 = sch.split(f, [None, PACK])
-    columns = _divisor(_extent(sch, x), PACKED_COLUMNS.get(options.vector_lanes, 4))
+    pixels = PACKED_COLUMNS.get(options.vector_lanes, 4)
+    columns = _divisor(_extent(sch, x), pixels)
+    rows = _divisor(_extent(sch, y), pixels // columns) if columns < 4 else 1
+    y0, y1 = sch.split(y, [None, rows])  # narrow images (14 wide): a 2 x 2 pixel tile
     x0, x1 = sch.split(x, [None, columns])
-    sch.reorder(n, f0, y, x0, rc, ry, rx, x1, f1)
+    outer = [n, f0, y0]
+    sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f1)
     sch.reverse_compute_at(write_back, x0)
     sch.unroll(ry)
     sch.unroll(rx)
+    sch.unroll(y1)
     sch.unroll(x1)
     if options.vectorize:
         sch.vectorize(f1)
     if options.parallel:
-        sch.parallel(sch.fuse(n, f0, y))
+        sch.parallel(sch.fuse(*outer))
     init = sch.decompose_reduction(block, rc)
     if options.vectorize:
         sch.vectorize(sch.get_loops(init)[-1])
@@ -184,6 +189,13 @@ def _reads_packed_weights(sch, block) -> bool:
 
 def schedule_function(func, options: ScheduleOptions):
     """``func`` scheduled when it matches a pattern, else ``None``."""
+    try:
+        return _schedule(func, options)
+    except Exception:  # a primitive refused this instance, or the function has no blocks
+        return None  # (hand-written TIR such as scatter): TVM's default lowering stays
+
+
+def _schedule(func, options: ScheduleOptions):
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
@@ -194,16 +206,13 @@ def schedule_function(func, options: ScheduleOptions):
     kinds = _kinds(sch, block)
     if len(sch.get_loops(block)) != len(kinds):
         return None  # loops and block iterators do not correspond one to one
-    try:
-        if kinds.endswith("SSR") and kinds.count("R") == 1:
-            _schedule_matmul(sch, block, options)
-        elif kinds == "SSSSRRR" and _reads_packed_weights(sch, block):
-            _schedule_conv2d_packed(sch, block, options)
-        elif kinds == "SSSSRRR":
-            _schedule_conv2d(sch, block, options)
-        else:
-            return None
-    except Exception:  # a primitive refused this instance: TVM's default lowering stays
+    if kinds.endswith("SSR") and kinds.count("R") == 1:
+        _schedule_matmul(sch, block, options)
+    elif kinds == "SSSSRRR" and _reads_packed_weights(sch, block):
+        _schedule_conv2d_packed(sch, block, options)
+    elif kinds == "SSSSRRR":
+        _schedule_conv2d(sch, block, options)
+    else:
         return None
     return sch.mod["main"]
 

@@ -35,7 +35,7 @@ def test_aarch64_objects_cross_build_and_run_under_qemu(tmp_path):
     assert "conv_kernels.o" in members, f"the object set was not linked: {members}"
     run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
 
-    x = np.random.default_rng(5).standard_normal((1, 3, 30, 30)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((1, 3, 28, 28)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     run([QEMU, "-L", "/usr/aarch64-linux-gnu", build / "conv_cli", "--threads", "2",
          "--output-dir", tmp_path / "out", tmp_path / "x.npy"])  # fmt: skip
