@@ -132,6 +132,8 @@ def gen(
             progress=_progress(),
         )
         plan = report.plan
+        for warning in report.warnings:
+            typer.echo(f"warning: {warning}", err=True)
         typer.echo(
             f"Wrote {report.identity.name} ({report.files} files) to {out}: {len(plan.steps)} kernel calls, "
             f"arena {plan.arena_bytes} B (TVM's static plan: {plan.tvm_storage_bytes} B of intermediates, "

@@ -35,6 +35,7 @@ class GenerateReport:
     plan: PackagePlan
     files: int
     seconds: dict[str, float]
+    warnings: tuple[str, ...] = ()
 
 
 Steps = Callable[[str], contextlib.AbstractContextManager[None]]
@@ -94,4 +95,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         lambda: render_package(identity, plan, lowered, reference, imported.operators),
     )
     timed("write", f"Writing {options.out}", lambda: write_package(options.out, files, options.force))
-    return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds)
+    warnings = tuple(
+        f"no {label} objects ({reason[:300]}); the package uses its portable C kernels there."
+        for label, reason in lowered.skipped.items()
+    )
+    return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds, warnings=warnings)

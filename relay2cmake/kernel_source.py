@@ -16,7 +16,8 @@ _NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
 # TIR shifts narrow integers within their own width; C promotes them to int first, so the
 # bits shifted out on the left would survive. Casting the result back restores TIR's meaning.
 _NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\d+)\)")
-_PUN = re.compile(r"\(\*\((float|uint32_t) \*\)\(&\(([^()]+)\)\)\)")
+_PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)")
+_LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 
 
 def _aligned(n: int) -> int:
@@ -63,13 +64,25 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     body = _NAN.sub("NAN", body)
     body = body.replace("void* __tvm_ffi__library_ctx = NULL;\n", "")
     body = _NARROW_SHIFT.sub(r"((\2)(\1 << \3))", body)
-    body, puns = _PUN.subn(lambda m: f"r2c_bits_{m.group(1)}({m.group(2)})", body)
+    loaded: set[str] = set()
+
+    def unpun(match: re.Match) -> str:
+        ctype, operand = match.group(1), match.group(2)
+        if _LITERAL.match(operand.strip()):  # bfloat16 code takes the bits of float literals
+            if ctype != "uint32_t":
+                raise ModelError(f"TVM's C output reinterprets a literal as {ctype}; not supported yet.")
+            return f"r2c_bits_of_float({operand})"
+        loaded.add(ctype)
+        return f"r2c_load_{ctype}(&({operand}))"
+
+    body, puns = _PUN.subn(unpun, body)
     first_include = _TVM_INCLUDE.search(body)
     if first_include is None:
         raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
     body = _TVM_INCLUDE.sub("", body)
     includes = f'#include "{abi_header}"\n' + (_HALF if re.search(r"\bhalf\b", body) else "")
-    includes += _BIT_CASTS if puns else ""
+    if puns:
+        includes += _BIT_CASTS + "".join(_LOAD.format(ctype=t) for t in sorted(loaded))
     body = body[: first_include.start()] + includes + body[first_include.start() :]
     if "__tvm_ffi__library_ctx" in body:
         raise ModelError("TVM's C output uses the library context pointer; this is not supported yet.")
@@ -87,16 +100,17 @@ typedef _Float16 half;
 
 # Bit reinterpretation the portable way (compilers turn the memcpy into a register move).
 _BIT_CASTS = """#include <string.h>
-static inline float r2c_bits_float(uint32_t bits) {
-  float value;
-  memcpy(&value, &bits, sizeof value);
-  return value;
-}
-static inline uint32_t r2c_bits_uint32_t(float value) {
+static inline uint32_t r2c_bits_of_float(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
   return bits;
 }
+"""
+_LOAD = """static inline {ctype} r2c_load_{ctype}(const void* from) {{
+  {ctype} value;
+  memcpy(&value, from, sizeof value);
+  return value;
+}}
 """
 
 # TVM's C output declares what it may not use (strides, device ids, unused arguments), and

@@ -8,7 +8,7 @@ kernel symbol carries the package prefix so several packages can live in one pro
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class LoweredModel:
     kernel_source: str  # TVM's C output for the "c" target, unmodified
     kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once (any kernel set)
     objects: dict[str, ObjectSet]  # architecture → its kernel object
+    skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,12 @@ def _object_with(
         return ObjectSet(code=object_path.read_bytes(), scheduled=tuple(names)), scratch
 
 
+def rewrite_relax(module):
+    """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
+    select, float16 Mod widened, conv weights packed, erf made vectorizable."""
+    return vectorizable_erf(pack_conv_weights(widen_float16_mod(if_to_select(module))))
+
+
 def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget("c"),)) -> LoweredModel:
     """Lower once (one memory plan for every kernel set), then generate each kernel set."""
     import tvm
@@ -146,7 +153,7 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
 
     c_target = tvm.target.Target("c")
     _register_c_intrinsics()
-    module = vectorizable_erf(pack_conv_weights(widen_float16_mod(if_to_select(module))))
+    module = rewrite_relax(module)
     try:
         with c_target:
             lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
@@ -164,12 +171,22 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
         return LoweredModel(main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={})
     source = _build(prims, c_target, "C code").inspect_source()
     scratch = kernel_source.scratch_bytes(source)
-    objects = {}
+    objects, skipped = {}, {}
     for target in targets:
-        if target.is_object:
+        if not target.is_object:
+            continue
+        try:
             objects[target.arch], object_scratch = _object(prims, prefix, target)
-            for symbol, size in object_scratch.items():
-                scratch[symbol] = max(scratch.get(symbol, 0), size)
+        except ModelError as exc:  # the C kernels still serve this architecture
+            skipped[target.label] = str(exc)
+            continue
+        for symbol, size in object_scratch.items():
+            scratch[symbol] = max(scratch.get(symbol, 0), size)
     return LoweredModel(
-        main=main, kernel_symbols=symbols, kernel_source=source, kernel_scratch=scratch, objects=objects
+        main=main,
+        kernel_symbols=symbols,
+        kernel_source=source,
+        kernel_scratch=scratch,
+        objects=objects,
+        skipped=skipped,
     )

@@ -14,6 +14,7 @@ Relax from static shapes:
   step by TVM's own subgraph walker (the one it uses for If).
 - Loop: unrolled the same way when the trip count is a constant and the condition stays a
   constant true (a data-dependent exit needs control flow the driver does not have).
+- BitCast: TIR's ``reinterpret`` (same-width types only, as ONNX requires).
 - NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: gather along the class axis, with
   class weights, ``ignore_index`` and the three reductions; the latter also yields log_prob.
 """
@@ -386,6 +387,21 @@ def _nll_loss(log_prob, target, weight, attr) -> relax.Expr:
     return relax.op.divide(total, relax.op.sum(scale))
 
 
+class BitCast(OnnxOpConverter):
+    """Reinterpret the bits as another type of the same width (TIR's ``reinterpret``)."""
+
+    @classmethod
+    def _impl_v26(cls, bb, inputs, attr, params):
+        from tvm import topi
+
+        from relay2cmake.frontends.onnx import ONNX_DTYPES
+
+        target = ONNX_DTYPES.get(int(attr["to"]))
+        if target is None:
+            raise NotImplementedError(f"BitCast to ONNX type {attr['to']} is not supported")
+        return bb.call_te(topi.reinterpret, inputs[0], target, primfunc_name_hint="bitcast")
+
+
 class NegativeLogLikelihoodLoss(OnnxOpConverter):
     @classmethod
     def _impl_v12(cls, bb, inputs, attr, params):
@@ -404,6 +420,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "BitCast": BitCast,
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
