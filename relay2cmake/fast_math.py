@@ -9,6 +9,8 @@ that all of them compute the same numbers.
 
 from __future__ import annotations
 
+from relay2cmake.relax_rewrite import rewrite_functions
+
 
 def vectorizable_erf(module):
     import tvm
@@ -24,8 +26,4 @@ def vectorizable_erf(module):
                 return self.builder_.call_te(topi.fast_erf, call.args[0], primfunc_name_hint="erf")
             return call
 
-    mutator = _Erf(module)
-    for gv, func in module.functions.items():
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
+    return rewrite_functions(module, _Erf(module))

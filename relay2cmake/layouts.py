@@ -15,6 +15,8 @@ target-independent, so the C kernels and every object set take the same packed c
 
 from __future__ import annotations
 
+from relay2cmake.relax_rewrite import rewrite_functions
+
 PACK = 16  # output channels per packed row: one AVX-512 vector, two AVX2 or four NEON vectors
 
 
@@ -101,8 +103,4 @@ def pack_conv_weights(module):
                 primfunc_name_hint="conv2d_packed",
             )
 
-    mutator = _Pack(module)
-    for gv, func in module.functions.items():
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
+    return rewrite_functions(module, _Pack(module))

@@ -119,6 +119,15 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
+def _parallel_padding(sch, block, options: ScheduleOptions) -> None:
+    """The padding stage stays its own cheap loop nest (inlined into the tile's loads it
+    costs 4x); its batch and channel loops run in parallel."""
+    for producer in sch.get_producers(block):
+        loops = sch.get_loops(producer)
+        if options.parallel and len(loops) >= 3:
+            sch.parallel(sch.fuse(*loops[:2]))
+
+
 CONV_TILE = (8, 1)  # output channels x vectors of output columns per register tile
 # Output columns per register tile of a packed convolution, by vector width: the tile holds
 # columns x (16 / lanes) accumulators, which must leave registers for the weights.
@@ -128,10 +137,7 @@ PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     n, f, y, x, rc, ry, rx = sch.get_loops(block)
     lanes = min(options.vector_lanes, 8) * CONV_TILE[1]  # 8 columns: widths are 7 x 2^k
-    for producer in sch.get_producers(block):  # the padding stage: cheap, keep it separate
-        loops = sch.get_loops(producer)
-        if options.parallel and len(loops) >= 3:
-            sch.parallel(sch.fuse(*loops[:2]))
+    _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)
     f0, f1 = sch.split(f, [None, _divisor(_extent(sch, f), CONV_TILE[0])])
     x0, x1 = sch.split(x, [None, _divisor(_extent(sch, x), lanes)])
@@ -156,10 +162,7 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
     from relay2cmake.layouts import PACK
 
     n, f, y, x, rc, ry, rx = sch.get_loops(block)
-    for producer in sch.get_producers(block):  # the padding stage
-        loops = sch.get_loops(producer)
-        if options.parallel and len(loops) >= 3:
-            sch.parallel(sch.fuse(*loops[:2]))
+    _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)
     f0, f1 = sch.split(f, [None, PACK])
     pixels = PACKED_COLUMNS.get(options.vector_lanes, 4)
