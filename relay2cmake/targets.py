@@ -54,6 +54,14 @@ class KernelTarget:
             return 16 if self.cpu in _AVX512_CPUS else 8
         return 1
 
+    @property
+    def x86_features(self) -> tuple[str, ...]:
+        """What ``__builtin_cpu_supports`` must report before the objects may run (x86)."""
+        if self.arch != "x86_64":
+            return ()
+        wide = ("avx512f", "avx512bw", "avx512dq", "avx512vl") if self.vector_lanes == 16 else ()
+        return ("avx2", "fma", *wide)
+
     def tvm_target(self):
         import tvm
 

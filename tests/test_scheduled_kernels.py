@@ -4,6 +4,8 @@ benchmarks/, never here."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import onnx
 import pytest
@@ -43,3 +45,24 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         for index, want in enumerate(expected):
             got = np.load(out / f"output_{index}.npy")
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{build.name} {threads}T")
+
+
+QEMU_X86 = shutil.which("qemu-x86_64")
+
+
+@pytest.mark.skipif(QEMU_X86 is None, reason="needs qemu-user (tools/install_system_deps.sh)")
+def test_objects_refuse_a_cpu_without_avx2_and_c_kernels_run(built, tmp_path):
+    """On a CPU without AVX2 (qemu's Nehalem model) the x86-64-v3 objects give an error
+    status instead of SIGILL; the same package with C kernels runs there."""
+    package = built("cnn")
+    golden = package.source / "tests" / "golden" / "input_0.npy"
+    refused = run(
+        [QEMU_X86, "-cpu", "Nehalem", package.build / "cnn_cli", "--output-dir", tmp_path / "o1", golden],
+        check=False,
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert "lacks the instructions" in refused.stderr and "CNN_PORTABLE_KERNELS=ON" in refused.stderr
+    portable = tmp_path / "portable"
+    configure_build(package.source, portable, "-DCNN_PORTABLE_KERNELS=ON", "-DCNN_BUILD_TESTS=OFF")
+    run([QEMU_X86, "-cpu", "Nehalem", portable / "cnn_cli", "--output-dir", tmp_path / "o2", golden])
+    assert (tmp_path / "o2" / "output_0.npy").exists()

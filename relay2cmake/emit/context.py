@@ -15,7 +15,12 @@ from relay2cmake.emit.weights import Placement, Shard
 from relay2cmake.golden import GoldenData
 from relay2cmake.naming import c_string_literal, comment_text
 from relay2cmake.plan import PackagePlan
-from relay2cmake.targets import ARCHITECTURES
+from relay2cmake.targets import ARCHITECTURES, KernelTarget
+
+
+def _target(label: str) -> KernelTarget:
+    arch, _, cpu = label.partition(":")
+    return KernelTarget(arch, cpu)
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
 _CONTEXT_FIXED_BYTES = 4 * 8 + 256
@@ -186,10 +191,19 @@ def build_context(
                 "label": label,
                 "path": f"objects/{label.partition(':')[0]}/{prefix}_kernels.o",
                 "processors": "|".join(ARCHITECTURES[label.partition(":")[0]][2]),
+                "define": f"{prefix.upper()}_OBJECTS_{label.partition(':')[0].upper()}",
             }
             for label in identity.targets
             if label != "c"
         ],
+        # The x86 object set needs these CPU features; checked when a context is made.
+        "x86_cpu_check": " && ".join(
+            f'__builtin_cpu_supports("{feature}")'
+            for label in identity.targets
+            if label.startswith("x86_64")
+            for feature in _target(label).x86_features
+        )
+        or "1",
         "workspace_bytes": context_bytes + plan.arena_bytes,
         "all_dtypes": [
             {"enum": f"{prefix.upper()}_DTYPE_{d.enum_suffix}", "value": d.value}

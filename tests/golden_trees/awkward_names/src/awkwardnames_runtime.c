@@ -156,6 +156,10 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   if (workspace == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
   if ((uintptr_t)workspace % AWKWARDNAMES_WORKSPACE_ALIGNMENT != 0) return AWKWARDNAMES_ERROR_WORKSPACE_MISALIGNED;
   if (workspace_bytes < AWKWARDNAMES_WORKSPACE_BYTES) return AWKWARDNAMES_ERROR_WORKSPACE_TOO_SMALL;
+#if defined(AWKWARDNAMES_OBJECTS_X86_64) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
+#endif
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
@@ -260,6 +264,8 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
     case AWKWARDNAMES_ERROR_OUT_OF_MEMORY: return "out of memory";
     case AWKWARDNAMES_ERROR_KERNEL_FAILED: return "a kernel failed";
     case AWKWARDNAMES_ERROR_THREADS: return "threads unavailable or thread count out of range";
+    case AWKWARDNAMES_ERROR_UNSUPPORTED_CPU:
+      return "this CPU lacks the instructions of the kernels built in; rebuild with AWKWARDNAMES_PORTABLE_KERNELS=ON";
   }
   return "unknown status";
 }

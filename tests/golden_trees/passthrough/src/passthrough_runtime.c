@@ -156,6 +156,10 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   if (workspace == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
   if ((uintptr_t)workspace % PASSTHROUGH_WORKSPACE_ALIGNMENT != 0) return PASSTHROUGH_ERROR_WORKSPACE_MISALIGNED;
   if (workspace_bytes < PASSTHROUGH_WORKSPACE_BYTES) return PASSTHROUGH_ERROR_WORKSPACE_TOO_SMALL;
+#if defined(PASSTHROUGH_OBJECTS_X86_64) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
+#endif
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
@@ -260,6 +264,8 @@ const char* passthrough_status_string(passthrough_status status) {
     case PASSTHROUGH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case PASSTHROUGH_ERROR_KERNEL_FAILED: return "a kernel failed";
     case PASSTHROUGH_ERROR_THREADS: return "threads unavailable or thread count out of range";
+    case PASSTHROUGH_ERROR_UNSUPPORTED_CPU:
+      return "this CPU lacks the instructions of the kernels built in; rebuild with PASSTHROUGH_PORTABLE_KERNELS=ON";
   }
   return "unknown status";
 }

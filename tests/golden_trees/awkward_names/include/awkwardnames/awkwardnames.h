@@ -67,7 +67,8 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_WORKSPACE_MISALIGNED = 5,  /* not AWKWARDNAMES_WORKSPACE_ALIGNMENT-aligned */
   AWKWARDNAMES_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in awkwardnames_context_create */
   AWKWARDNAMES_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see awkwardnames_last_error */
-  AWKWARDNAMES_ERROR_THREADS = 8                /* built without threads, thread start failed, or count out of range */
+  AWKWARDNAMES_ERROR_THREADS = 8,               /* built without threads, thread start failed, or count out of range */
+  AWKWARDNAMES_ERROR_UNSUPPORTED_CPU = 9        /* the linked kernel objects need instructions this CPU lacks */
 } awkwardnames_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their

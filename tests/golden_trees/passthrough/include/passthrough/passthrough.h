@@ -67,7 +67,8 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_WORKSPACE_MISALIGNED = 5,  /* not PASSTHROUGH_WORKSPACE_ALIGNMENT-aligned */
   PASSTHROUGH_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in passthrough_context_create */
   PASSTHROUGH_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see passthrough_last_error */
-  PASSTHROUGH_ERROR_THREADS = 8                /* built without threads, thread start failed, or count out of range */
+  PASSTHROUGH_ERROR_THREADS = 8,               /* built without threads, thread start failed, or count out of range */
+  PASSTHROUGH_ERROR_UNSUPPORTED_CPU = 9        /* the linked kernel objects need instructions this CPU lacks */
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
