@@ -11,9 +11,11 @@ from packaging_helpers import cmake, configure_build, ctest, relay2cmake, run
 
 
 def _system_library_symbols() -> set[str]:
-    """What libc and libm define, the linker's GOT symbol, and glibc's thread-local accessor
-    (in ld.so; the runtime keeps its per-thread current context in a thread-local)."""
-    names = {"_GLOBAL_OFFSET_TABLE_", "__tls_get_addr"}
+    """What libc and libm define, the linker's GOT symbol, glibc's thread-local accessor
+    (in ld.so; the runtime keeps its per-thread current context in a thread-local), and the
+    CPU model that ``__builtin_cpu_supports`` reads (libgcc / compiler-rt, which every gcc or
+    clang link adds; the x86 objects' CPU check)."""
+    names = {"_GLOBAL_OFFSET_TABLE_", "__tls_get_addr", "__cpu_model", "__cpu_indicator_init"}
     for library in ("libc.so.6", "libm.so.6"):
         path = run(["gcc", f"-print-file-name={library}"]).stdout.strip()
         for line in run(["nm", "-D", "--defined-only", "--format=posix", path]).stdout.splitlines():
