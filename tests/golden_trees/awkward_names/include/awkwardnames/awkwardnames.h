@@ -170,7 +170,8 @@ AWKWARDNAMES_API void awkwardnames_context_destroy(awkwardnames_context* context
 /* Threads this context's kernels use, 1 (the default: only the caller's thread) to
  * 64. Starts threads - 1 workers that sleep between runs; not while a run on this
  * context is in progress. Contexts never share threads. The C kernels run serially; the
- * LLVM object kernels split their outer loops over the threads. */
+ * LLVM object kernels split their outer loops over the threads. Starting workers is the
+ * only allocation after context_init (pthread_create makes their stacks); runs never allocate. */
 #define AWKWARDNAMES_MAX_THREADS 64
 AWKWARDNAMES_API awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* context, int threads);
 AWKWARDNAMES_API int awkwardnames_context_threads(const awkwardnames_context* context);

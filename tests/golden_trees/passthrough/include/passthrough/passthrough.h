@@ -164,7 +164,8 @@ PASSTHROUGH_API void passthrough_context_destroy(passthrough_context* context);
 /* Threads this context's kernels use, 1 (the default: only the caller's thread) to
  * 64. Starts threads - 1 workers that sleep between runs; not while a run on this
  * context is in progress. Contexts never share threads. The C kernels run serially; the
- * LLVM object kernels split their outer loops over the threads. */
+ * LLVM object kernels split their outer loops over the threads. Starting workers is the
+ * only allocation after context_init (pthread_create makes their stacks); runs never allocate. */
 #define PASSTHROUGH_MAX_THREADS 64
 PASSTHROUGH_API passthrough_status passthrough_context_set_threads(passthrough_context* context, int threads);
 PASSTHROUGH_API int passthrough_context_threads(const passthrough_context* context);
