@@ -33,6 +33,12 @@ class KernelTarget:
     arch: str  # "c" or a key of ARCHITECTURES
     cpu: str = ""
 
+    @classmethod
+    def from_label(cls, label: str) -> KernelTarget:
+        """The inverse of ``label`` ("c", "x86_64:x86-64-v3")."""
+        arch, _, cpu = label.partition(":")
+        return cls(arch, cpu)
+
     @property
     def label(self) -> str:
         return self.arch if not self.cpu else f"{self.arch}:{self.cpu}"
@@ -104,7 +110,8 @@ def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:
         if cpu == "native":  # this machine's CPU, by LLVM's name for it (not portable)
             import tvm
 
-            if host_target() is None or host_target().arch != arch:
+            host = host_target()
+            if host is None or host.arch != arch:
                 raise UserError(f"--target {spec!r}: 'native' needs a {arch} host.")
             cpu = tvm.target.codegen.llvm_get_system_cpu()
         target = KernelTarget(arch, cpu or ARCHITECTURES[arch][1])
@@ -114,9 +121,7 @@ def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:
 
 
 def _check_cpu(target: KernelTarget, spec: str) -> None:
-    import tvm
-
     try:
-        tvm.target.Target(target.tvm_target())
+        target.tvm_target()
     except Exception as exc:
         raise UserError(f"--target {spec!r}: TVM rejects it ({' '.join(str(exc).split())[:200]}).") from None

@@ -15,12 +15,7 @@ from relay2cmake.emit.weights import Placement, Shard
 from relay2cmake.golden import GoldenData
 from relay2cmake.naming import c_string_literal, comment_text
 from relay2cmake.plan import PackagePlan
-from relay2cmake.targets import ARCHITECTURES, KernelTarget
-
-
-def _target(label: str) -> KernelTarget:
-    arch, _, cpu = label.partition(":")
-    return KernelTarget(arch, cpu)
+from relay2cmake.targets import KernelTarget
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
 _CONTEXT_FIXED_BYTES = 4 * 8 + 256
@@ -166,6 +161,7 @@ def build_context(
         for c, p in zip(plan.constants, placements, strict=True)
     ]
 
+    object_targets = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
     context_bytes = align_up(
         _CONTEXT_FIXED_BYTES
         + _DLTENSOR_BOUND * (len(buffers) + 1)
@@ -188,20 +184,16 @@ def build_context(
         "max_threads": MAX_THREADS,
         "object_sets": [
             {
-                "label": label,
-                "path": f"objects/{label.partition(':')[0]}/{prefix}_kernels.o",
-                "processors": "|".join(ARCHITECTURES[label.partition(":")[0]][2]),
-                "define": f"{prefix.upper()}_OBJECTS_{label.partition(':')[0].upper()}",
+                "label": t.label,
+                "path": f"objects/{t.arch}/{prefix}_kernels.o",
+                "processors": "|".join(t.processors),
+                "define": f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
             }
-            for label in identity.targets
-            if label != "c"
+            for t in object_targets
         ],
         # The x86 object set needs these CPU features; checked when a context is made.
         "x86_cpu_check": " && ".join(
-            f'__builtin_cpu_supports("{feature}")'
-            for label in identity.targets
-            if label.startswith("x86_64")
-            for feature in _target(label).x86_features
+            f'__builtin_cpu_supports("{feature}")' for t in object_targets for feature in t.x86_features
         )
         or "1",
         "workspace_bytes": context_bytes + plan.arena_bytes,
