@@ -29,6 +29,7 @@ def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
 
 @dataclass(frozen=True)
 class LoweredModel:
+    prefix: str  # the package's C prefix, on every symbol
     main: Any  # the lowered tvm.relax.Function
     kernel_symbols: dict[str, str]  # Relax GlobalVar name → C symbol of its kernel
     kernel_source: str  # TVM's C output for the "c" target, unmodified
@@ -168,7 +169,9 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
     if not called:
-        return LoweredModel(main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={})
+        return LoweredModel(
+            prefix=prefix, main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={}
+        )
     source = _build(prims, c_target, "C code").inspect_source()
     scratch = kernel_source.scratch_bytes(source)
     objects, skipped = {}, {}
@@ -183,6 +186,7 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
         for symbol, size in object_scratch.items():
             scratch[symbol] = max(scratch.get(symbol, 0), size)
     return LoweredModel(
+        prefix=prefix,
         main=main,
         kernel_symbols=symbols,
         kernel_source=source,

@@ -16,6 +16,7 @@ import numpy as np
 from relay2cmake import arena
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import ImportedModel
+from relay2cmake.frontends.onnx_bounded import BUILTINS
 from relay2cmake.lowering import LoweredModel
 from relay2cmake.naming import unique_identifiers
 
@@ -40,7 +41,9 @@ class IOTensor:
     name: str  # the model's own name
     c_name: str  # unique C identifier
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # a bounded output's upper bound
+    dynamic_axis: int | None = None  # bounded outputs: the axis whose extent is data-dependent
+    count_buffer: int | None = None  # bounded outputs: the int64[1] buffer holding that extent
 
     @property
     def num_elements(self) -> int:
@@ -204,6 +207,12 @@ class _Builder:
                 if name in IGNORED_PACKED:
                     self.refs[var] = None
                     return
+                if name in BUILTINS:
+                    # A builtin of the package (src/<prefix>_builtins.c), called like a kernel.
+                    symbol = f"{self.lowered.prefix}_builtin_{name.rsplit('.', 1)[1]}"
+                    self.call_kernel(name, symbol, value.args, step)
+                    self.refs[var] = None
+                    return
                 if name == "vm.builtin.reshape":
                     base = self.resolve(value.args[0])
                     if not isinstance(base, int):
@@ -220,7 +229,8 @@ class _Builder:
                     "does not have."
                 )
             if isinstance(op, tvm.ir.GlobalVar):
-                self.call_kernel(op.name_hint, value.args, step)
+                name = op.name_hint
+                self.call_kernel(name, self.lowered.kernel_symbols[name], value.args, step)
                 self.refs[var] = None
                 return
             raise ModelError(f"Lowered model calls {op!r}, which the driver does not support.")
@@ -230,10 +240,9 @@ class _Builder:
             return
         self.refs[var] = self.resolve(value)
 
-    def call_kernel(self, name: str, args, step: int) -> None:
+    def call_kernel(self, name: str, symbol: str, args, step: int) -> None:
         import tvm
 
-        symbol = self.lowered.kernel_symbols[name]
         packed = []
         for arg in args:
             if isinstance(arg, tvm.tirx.IntImm):
@@ -273,14 +282,19 @@ class _Builder:
         end = step + 1
 
         result = self.resolve(body.body)
-        output_refs = list(result) if len(self.imported.outputs) > 1 else [result]
-        if len(output_refs) != len(self.imported.outputs) or not all(isinstance(r, int) for r in output_refs):
+        # The outputs, then the extent of each bounded output (see ImportedModel).
+        outputs = self.imported.outputs
+        returned = len(outputs) + sum(o.dynamic_axis is not None for o in outputs)
+        refs = list(result) if returned > 1 else [result]
+        if len(refs) != returned or not all(isinstance(r, int) for r in refs):
             raise ModelError("The lowered model does not return one tensor per declared output.")
-        for ref in output_refs:
+        for ref in refs:
             self.use(ref, end)
-        return self.finish(output_refs, end)
+        extents = iter(refs[len(outputs) :])
+        counts = [next(extents) if o.dynamic_axis is not None else None for o in outputs]
+        return self.finish(refs[: len(outputs)], counts, end)
 
-    def finish(self, output_refs: list[int], end: int) -> PackagePlan:
+    def finish(self, output_refs: list[int], count_refs: list[int | None], end: int) -> PackagePlan:
         lifetimes = []
         for index, info in enumerate(self.buffers):
             if info["root"] == index and info["home"] == "arena":
@@ -310,7 +324,7 @@ class _Builder:
             buffers.append(Buffer(index, info["dtype"], info["shape"], info["home"], slot))
 
         inputs = _io_table(self.imported.inputs)
-        outputs = _io_table(self.imported.outputs)
+        outputs = _io_table(self.imported.outputs, count_refs)
         for io, ref in zip(outputs, output_refs, strict=True):
             held = self.buffers[ref]
             if held["dtype"] != io.dtype or tensor_bytes(held["dtype"], held["shape"]) != io.nbytes:
@@ -339,11 +353,20 @@ class _Builder:
         )
 
 
-def _io_table(signatures) -> tuple[IOTensor, ...]:
+def _io_table(signatures, count_refs: list[int | None] | None = None) -> tuple[IOTensor, ...]:
     c_names = unique_identifiers([s.name for s in signatures])
+    counts = count_refs or [None] * len(signatures)
     return tuple(
-        IOTensor(index=i, name=s.name, c_name=c, dtype=s.dtype, shape=s.shape)
-        for i, (s, c) in enumerate(zip(signatures, c_names, strict=True))
+        IOTensor(
+            index=i,
+            name=s.name,
+            c_name=c,
+            dtype=s.dtype,
+            shape=s.shape,
+            dynamic_axis=s.dynamic_axis,
+            count_buffer=count,
+        )
+        for i, (s, c, count) in enumerate(zip(signatures, c_names, counts, strict=True))
     )
 
 

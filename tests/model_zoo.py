@@ -455,6 +455,40 @@ def dense_family() -> onnx.ModelProto:
     return _model(graph)
 
 
+def data_dependent() -> onnx.ModelProto:
+    """Outputs whose size depends on the data: NonZero, Unique (sorted, four outputs) and
+    Compress along an axis. The package returns them as bounded outputs."""
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["positive"]),
+        helper.make_node("NonZero", ["positive"], ["where_positive"], name="where"),
+        helper.make_node("Round", ["x"], ["rounded"]),
+        helper.make_node("Unique", ["rounded"], ["values", "first", "inverse", "counts"], sorted=1),
+        helper.make_node("ReduceSum", ["x", "axis1"], ["row_sums"], keepdims=0),
+        helper.make_node("Greater", ["row_sums", "zero"], ["keep"]),
+        helper.make_node("Compress", ["x", "keep"], ["rows"], axis=0, name="rows"),
+    ]
+    int64_info = [
+        helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+        for name, shape in (
+            ("where_positive", [2, "n"]),
+            ("first", ["u"]),
+            ("inverse", [24]),
+            ("counts", ["u"]),
+        )
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "data_dependent",
+        [_float_info("x", [6, 4])],
+        [int64_info[0], _float_info("values", ["u"]), *int64_info[1:], _float_info("rows", ["r", 4])],
+        initializer=[
+            _const("zero", np.array(0.0, dtype=np.float32)),
+            _const("axis1", np.array([1], dtype=np.int64)),
+        ],
+    )
+    return _model(graph)
+
+
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "mlp": mlp,
     "cnn": cnn,
@@ -466,6 +500,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "all_dtypes": all_dtypes,
     "shape_arithmetic": shape_arithmetic,
     "recurrent": recurrent,
+    "data_dependent": data_dependent,
 }
 
 # Flags each zoo model needs on the command line.

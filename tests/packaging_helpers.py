@@ -85,10 +85,15 @@ def write_inputs(directory: Path, arrays: list[np.ndarray]) -> None:
 def read_outputs(directory: Path, metadata: dict) -> list[np.ndarray]:
     from relay2cmake.dtypes import numpy_dtype
 
-    return [
-        np.fromfile(directory / f"output_{i}.bin", dtype=numpy_dtype(o["dtype"])).reshape(o["shape"])
-        for i, o in enumerate(metadata["outputs"])
-    ]
+    arrays = []
+    for i, spec in enumerate(metadata["outputs"]):
+        shape = list(spec["shape"])
+        if "dynamic_axis" in spec:  # a bounded output: its extent is what the file holds
+            shape[spec["dynamic_axis"]] = -1
+        arrays.append(
+            np.fromfile(directory / f"output_{i}.bin", dtype=numpy_dtype(spec["dtype"])).reshape(shape)
+        )
+    return arrays
 
 
 def random_inputs(metadata: dict, seed: int) -> list[np.ndarray]:

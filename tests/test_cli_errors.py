@@ -123,3 +123,21 @@ def test_usage_errors_exit_2_and_version_works():
     assert relay2cmake("gen", check=False).returncode == 2
     result = relay2cmake("--version")
     assert result.stdout.startswith("relay2cmake ")
+
+
+def test_data_dependent_value_feeding_another_operator(tmp_path):
+    """NonZero/Unique/Compress results may only be model outputs: a static plan cannot size
+    what consumes them, so the consumer is named instead of computing on a padded tensor."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["y"])],
+        "nonzero_then_transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 2])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    message = _fails_cleanly("gen", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "out"))
+    assert "Transpose uses the output of NonZero, Compress or Unique" in message
+    assert "only as model outputs" in message
+    assert not (tmp_path / "out").exists()

@@ -43,7 +43,7 @@ def test_c_consumer_matches_onnxruntime(model, built, tmp_path):
     _compare(ours, onnxruntime_outputs(package.model, package.metadata, inputs))
 
 
-@pytest.mark.parametrize("model", ["cnn", "multi_io", "passthrough"])
+@pytest.mark.parametrize("model", ["cnn", "multi_io", "passthrough", "data_dependent"])
 def test_cpp_consumer_matches_onnxruntime(model, built, tmp_path):
     package = built(model)
     app = build_sample_app("cpp_consumer", package, tmp_path)

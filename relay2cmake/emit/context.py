@@ -55,8 +55,10 @@ def hash_banner(identity: PackageIdentity) -> str:
     return "\n".join(f"# {line}" for line in banner_lines(identity))
 
 
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
+def _shape_text(shape: tuple[int, ...], dynamic_axis: int | None = None) -> str:
+    """``[2, 3]``; a bounded dimension reads ``0..12``."""
+    dims = [f"0..{d}" if axis == dynamic_axis else str(d) for axis, d in enumerate(shape)]
+    return "[" + ", ".join(dims) + "]"
 
 
 class _Shapes:
@@ -96,8 +98,10 @@ def _io_views(tensors, prefix: str, shapes: _Shapes) -> list[dict[str, Any]]:
                 "npy_descr": dtype.npy_descr,
                 "ndim": len(t.shape),
                 "shape_symbol": shapes.symbol(t.shape),
-                "shape_text": _shape_text(t.shape),
+                "shape_text": _shape_text(t.shape, t.dynamic_axis),
                 "shape_values": ", ".join(map(str, t.shape)),
+                "dynamic_axis": -1 if t.dynamic_axis is None else t.dynamic_axis,
+                "bounded": t.dynamic_axis is not None,
                 "num_elements": t.num_elements,
                 "nbytes": t.nbytes,
             }
@@ -164,6 +168,7 @@ def build_context(
     object_targets = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
     context_bytes = align_up(
         _CONTEXT_FIXED_BYTES
+        + 8 * (len(outputs) + 1)  # output extents
         + _DLTENSOR_BOUND * (len(buffers) + 1)
         + _FFI_ANY_BYTES * (len(args) + 1)
         + _POOL_BYTES
@@ -219,5 +224,7 @@ def build_context(
         ),
         "input_staging": list(plan.input_staging or ()),
         "output_buffers": list(plan.output_buffers),
+        "output_extent_buffers": [-1 if o.count_buffer is None else o.count_buffer for o in plan.outputs],
+        "max_output_ndim": max((len(o.shape) for o in plan.outputs), default=0),
         "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
     }

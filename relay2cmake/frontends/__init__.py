@@ -17,7 +17,10 @@ class TensorSignature:
 
     name: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # for a bounded output: its upper bound
+    # The axis whose extent depends on the data (NonZero, Unique, Compress outputs); None
+    # when the shape is static.
+    dynamic_axis: int | None = None
 
 
 @dataclass(frozen=True)

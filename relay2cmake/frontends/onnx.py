@@ -270,7 +270,7 @@ def import_onnx(
         # user's terminal for our own messages.
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            module = from_onnx(
+            module, bounded = from_onnx(
                 model,
                 shape_dict={s.name: list(s.shape) for s in inputs},
                 dtype_dict={s.name: s.dtype for s in inputs},
@@ -282,7 +282,7 @@ def import_onnx(
             f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}"
         ) from None
 
-    outputs = _output_signatures(module, output_names)
+    outputs = _output_signatures(module, output_names, bounded)
     return ImportedModel(
         module=module,
         inputs=inputs,
@@ -306,21 +306,24 @@ def _reference_runner(model: onnx.ModelProto, input_names: list[str]):
     return run
 
 
-def _output_signatures(module, names: tuple[str, ...]) -> tuple[TensorSignature, ...]:
-    """Output dtypes and shapes as Relax inferred them (the ONNX declaration may omit them)."""
+def _output_signatures(
+    module, names: tuple[str, ...], bounded: dict[str, int]
+) -> tuple[TensorSignature, ...]:
+    """Output dtypes and shapes as Relax inferred them (the ONNX declaration may omit them).
+    A bounded output's shape is its upper bound; ``main`` also returns its extent."""
     from tvm import relax
 
     ret = module["main"].ret_ty
     fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
-    if len(fields) != len(names):
+    if len(fields) != len(names) + len(bounded):
         raise ModelError(f"The importer produced {len(fields)} outputs for the model's {len(names)}.")
     signatures = []
-    for name, info in zip(names, fields, strict=True):
+    for name, info in zip(names, fields, strict=False):
         if not isinstance(info, relax.TensorType) or info.shape is None:
             raise ModelError(
-                f"Output {name!r} has no static tensor shape after import: its size depends on the "
-                "input data (as after NonZero, Unique, Compress) or on shape-like inputs; freeze those "
-                "with --constant-input, as a static package needs every shape at generation time."
+                f"Output {name!r} has no static tensor shape after import: its size depends on "
+                "shape-like inputs or on operators computed at run time; freeze those with "
+                "--constant-input, as a static package needs every shape at generation time."
             )
         dims = []
         for dim in info.shape.values:
@@ -330,5 +333,5 @@ def _output_signatures(module, names: tuple[str, ...]) -> tuple[TensorSignature,
                     "relay2cmake needs shapes known at generation time."
                 )
             dims.append(int(dim.value))
-        signatures.append(TensorSignature(name, str(info.dtype), tuple(dims)))
+        signatures.append(TensorSignature(name, str(info.dtype), tuple(dims), bounded.get(name)))
     return tuple(signatures)

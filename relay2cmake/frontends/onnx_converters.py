@@ -17,6 +17,8 @@ Relax from static shapes:
 - BitCast: TIR's ``reinterpret`` (same-width types only, as ONNX requires).
 - NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: gather along the class axis, with
   class weights, ``ignore_index`` and the three reductions; the latter also yields log_prob.
+- NonZero, Compress, Unique: package builtins with bounded outputs (``onnx_bounded``); the
+  importer tracks those outputs and appends their extents to ``main``'s results.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
     _get_convert_map,
     get_constant,
 )
+
+from relay2cmake.frontends import onnx_bounded
 
 
 def _static_shape(expr) -> list[int]:
@@ -434,11 +438,41 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
 
 def known_operators() -> set[str]:
     # TVM's importer handles If itself, outside its converter table; Importer handles Scan.
-    return set(_get_convert_map()) | set(CONVERTERS) | {"If", "Scan", "Loop"}
+    return set(_get_convert_map()) | set(CONVERTERS) | set(onnx_bounded.CONVERTERS) | {"If", "Scan", "Loop"}
+
+
+COUNT_SUFFIX = ":count"  # main's extra result for a bounded output NAME is "NAME:count"
 
 
 class Importer(ONNXGraphImporter):
-    """TVM's ONNX importer, with ``CONVERTERS`` consulted before TVM's own table."""
+    """TVM's ONNX importer, with ``CONVERTERS`` consulted before TVM's own table.
+
+    ``bounded_outputs`` maps each model output whose size depends on the data to its dynamic
+    axis; ``main`` returns one int64[1] extent per such output after the model's outputs.
+    """
+
+    def from_onnx(self, graph, opset):
+        self._top_graph = graph
+        self._bounded: dict[relax.Expr, tuple[int, relax.Expr]] = {}
+        self.bounded_outputs: dict[str, int] = {}
+        declared = len(graph.output)
+        try:
+            return super().from_onnx(graph, opset)
+        finally:
+            del graph.output[declared:]  # the caller's model stays as it was
+
+    def _construct_nodes(self, graph):
+        super()._construct_nodes(graph)
+        if graph is not self._top_graph:
+            return
+        # TVM's from_onnx returns graph.output in order; extents ride along as extra outputs.
+        for output in list(graph.output):
+            value = self._nodes[output.name]
+            if value in self._bounded:
+                axis, count = self._bounded[value]
+                self.bounded_outputs[output.name] = axis
+                self._nodes[output.name + COUNT_SUFFIX] = count
+                graph.output.add().name = output.name + COUNT_SUFFIX
 
     def _check_for_unsupported_ops(self, graph):
         missing = {n.op_type for n in graph.node if n.op_type not in known_operators() | {"Constant"}}
@@ -448,6 +482,12 @@ class Importer(ONNXGraphImporter):
             )
 
     def _convert_operator(self, op_name, inputs, attrs, opset):
+        if any(i is not None and i in self._bounded for i in inputs):
+            raise onnx_bounded.consumer_error(op_name)
+        if op_name in onnx_bounded.CONVERTERS:
+            result, marks = onnx_bounded.CONVERTERS[op_name](self.bb, inputs, attrs)
+            self._bounded.update(marks)
+            return result
         if op_name == "Scan":
             return self._unrolled_scan(inputs, attrs, opset)
         if op_name == "Loop":
@@ -540,6 +580,7 @@ class Importer(ONNXGraphImporter):
 
 def from_onnx(model, shape_dict, dtype_dict, opset: int):
     """``tvm.relax.frontend.onnx.from_onnx`` with our converters (same arguments, checker
-    left to the caller)."""
+    left to the caller). Returns the module and ``Importer.bounded_outputs``."""
     importer = Importer(shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True)
-    return importer.from_onnx(model.graph, opset)
+    module = importer.from_onnx(model.graph, opset)
+    return module, importer.bounded_outputs

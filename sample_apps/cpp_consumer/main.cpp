@@ -53,9 +53,12 @@ int main(int argc, char** argv) {
     };
     run();
     for (std::size_t i = 0; i < outputs.size(); ++i) {
+      // A bounded output (NonZero, Unique, ...) fills only the start of its buffer.
+      const auto* info = API(output_info)(i);
+      std::size_t bytes = info->num_elements > 0 ? info->num_bytes / info->num_elements * session.output_elements(i) : 0;
       std::ofstream file(std::string(argv[2]) + "/output_" + std::to_string(i) + ".bin", std::ios::binary);
-      file.write(outputs[i].data(), static_cast<std::streamsize>(outputs[i].size()));
-      std::cout << "output " << i << " '" << API(output_info)(i)->name << "': " << outputs[i].size() << " bytes\n";
+      file.write(outputs[i].data(), static_cast<std::streamsize>(bytes));
+      std::cout << "output " << i << " '" << info->name << "': " << bytes << " bytes\n";
     }
     if (runs > 0) {
       std::vector<double> times;

@@ -15,7 +15,7 @@
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define AWKWARDNAMES_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct awkwardnames_context), a multiple of 64; the arena follows it. */
-#define AWKWARDNAMES_CONTEXT_BYTES 3392u
+#define AWKWARDNAMES_CONTEXT_BYTES 3456u
 
 /* Worker threads: AWKWARDNAMES_THREADS is 1 when the build found pthreads (CMake sets it). */
 #ifndef AWKWARDNAMES_THREADS
@@ -56,6 +56,11 @@ int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, vo
 
 typedef int32_t (*awkwardnames_kernel_fn)(void* self, void* args, int32_t num_args, void* result);
 
+/* Builtins (awkwardnames_builtins.c): operators whose output size depends on the data. */
+int32_t awkwardnames_builtin_nonzero(void* self, void* args, int32_t num_args, void* result);
+int32_t awkwardnames_builtin_compress(void* self, void* args, int32_t num_args, void* result);
+int32_t awkwardnames_builtin_unique(void* self, void* args, int32_t num_args, void* result);
+
 enum { AWKWARDNAMES_HOME_ARENA = 0, AWKWARDNAMES_HOME_INPUT = 1, AWKWARDNAMES_HOME_CONSTANT = 2 };
 
 typedef struct awkwardnames_buffer_desc {
@@ -91,6 +96,8 @@ extern const size_t awkwardnames_input_fields[];   /* offsetof(awkwardnames_inpu
 extern const size_t awkwardnames_output_fields[];  /* offsetof(awkwardnames_outputs, field) */
 extern const size_t awkwardnames_input_staging[];  /* arena offset for a misaligned input */
 extern const uint32_t awkwardnames_output_buffers[];  /* buffer holding each output */
+/* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
+extern const int32_t awkwardnames_output_extent_buffers[];
 extern const unsigned char* const awkwardnames_constant_data[];
 
 #endif /* AWKWARDNAMES_INTERNAL_H_ */

@@ -18,16 +18,16 @@ int32_t __tvm_ffi_awkwardnames_subtract(void* self, void* args, int32_t num_args
 static const int64_t awkwardnames_shape_0[] = { 2, 3 };
 
 const awkwardnames_tensor_info awkwardnames_input_table[] = {
-  { "input:0", "input_0", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u },
-  { "1", "t_1", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u },
-  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u }
+  { "input:0", "input_0", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
+  { "1", "t_1", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
+  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
 };
 
 const awkwardnames_tensor_info awkwardnames_output_table[] = {
-  { "a.b", "a_b_2", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u },
-  { "a_b", "a_b", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u },
-  { "float", "float_", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u },
-  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u }
+  { "a.b", "a_b_2", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
+  { "a_b", "a_b", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
+  { "float", "float_", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
+  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
 };
 
 const size_t awkwardnames_input_fields[] = {
@@ -46,6 +46,8 @@ const size_t awkwardnames_output_fields[] = {
 const size_t awkwardnames_input_staging[] = { 0u, 64u, 0u };
 
 const uint32_t awkwardnames_output_buffers[] = { 2u, 3u, 4u, 0u };
+
+const int32_t awkwardnames_output_extent_buffers[] = { -1, -1, -1, -1 };
 
 const unsigned char* const awkwardnames_constant_data[] = {
   NULL

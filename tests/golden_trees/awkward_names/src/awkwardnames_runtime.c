@@ -34,6 +34,7 @@ struct awkwardnames_context {
   unsigned char* scratch_top;
   unsigned char* scratch_end;
   char message[AWKWARDNAMES_MESSAGE_BYTES];
+  int64_t extents[AWKWARDNAMES_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[AWKWARDNAMES_NUM_BUFFERS + 1];
   TVMFFIAny args[AWKWARDNAMES_NUM_ARGS + 1];
   awkwardnames_pool pool;
@@ -320,10 +321,41 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
   }
   awkwardnames_current = outer;
   for (i = 0; awkwardnames_output_table[i].name != NULL; ++i) {
+    const awkwardnames_tensor_info* info = &awkwardnames_output_table[i];
+    size_t used = info->num_bytes;
+    if (awkwardnames_output_extent_buffers[i] >= 0) {
+      /* A bounded output: dense data for the actual extent, then zeros up to the bound. */
+      int64_t bound = info->shape[info->dynamic_axis];
+      int64_t extent;
+      memcpy(&extent, context->tensors[awkwardnames_output_extent_buffers[i]].data, sizeof(extent));
+      if (extent < 0 || extent > bound) extent = bound;
+      context->extents[i] = extent;
+      used = bound > 0 ? info->num_bytes / (size_t)bound * (size_t)extent : 0u;
+    }
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
-    memmove(outputs[i], context->tensors[awkwardnames_output_buffers[i]].data, awkwardnames_output_table[i].num_bytes);
+    memmove(outputs[i], context->tensors[awkwardnames_output_buffers[i]].data, used);
+    memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
   }
   return AWKWARDNAMES_OK;
+}
+
+awkwardnames_status awkwardnames_output_shape(const awkwardnames_context* context, size_t index, int64_t* dims) {
+  const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
+  int32_t d;
+  if (context == NULL || dims == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  if (info == NULL) return AWKWARDNAMES_ERROR_COUNT_MISMATCH;
+  for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
+  if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
+  return AWKWARDNAMES_OK;
+}
+
+size_t awkwardnames_output_num_elements(const awkwardnames_context* context, size_t index) {
+  const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
+  int64_t bound;
+  if (context == NULL || info == NULL) return 0u;
+  if (info->dynamic_axis < 0) return info->num_elements;
+  bound = info->shape[info->dynamic_axis];
+  return bound > 0 ? info->num_elements / (size_t)bound * (size_t)context->extents[index] : 0u;
 }
 
 awkwardnames_status awkwardnames_run_buffers(awkwardnames_context* context, const void* const* inputs,

@@ -194,9 +194,14 @@ int main(int argc, char** argv) {
   }
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) {
     const awkwardnames_tensor_info* info = awkwardnames_output_info(k);
+    /* The actual shape: a bounded output (NonZero, Unique, ...) may fill less than its buffer. */
+    int64_t dims[2 + 1];
+    size_t elements = awkwardnames_output_num_elements(context, k);
+    size_t bytes = info->num_elements > 0 ? info->num_bytes / info->num_elements * elements : 0u;
     char path[4096];
+    awkwardnames_output_shape(context, k, dims);
     snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
-    if (npy_write(path, info->npy_descr, info->ndim, info->shape, outputs[k], info->num_bytes, error, sizeof(error)) != 0) {
+    if (npy_write(path, info->npy_descr, info->ndim, dims, outputs[k], bytes, error, sizeof(error)) != 0) {
       fprintf(stderr, "awkwardnames_cli: output %u ('%s'): %s\n", (unsigned)k, info->name, error);
       goto done;
     }

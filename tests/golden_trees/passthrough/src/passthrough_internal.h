@@ -56,6 +56,11 @@ int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void
 
 typedef int32_t (*passthrough_kernel_fn)(void* self, void* args, int32_t num_args, void* result);
 
+/* Builtins (passthrough_builtins.c): operators whose output size depends on the data. */
+int32_t passthrough_builtin_nonzero(void* self, void* args, int32_t num_args, void* result);
+int32_t passthrough_builtin_compress(void* self, void* args, int32_t num_args, void* result);
+int32_t passthrough_builtin_unique(void* self, void* args, int32_t num_args, void* result);
+
 enum { PASSTHROUGH_HOME_ARENA = 0, PASSTHROUGH_HOME_INPUT = 1, PASSTHROUGH_HOME_CONSTANT = 2 };
 
 typedef struct passthrough_buffer_desc {
@@ -91,6 +96,8 @@ extern const size_t passthrough_input_fields[];   /* offsetof(passthrough_inputs
 extern const size_t passthrough_output_fields[];  /* offsetof(passthrough_outputs, field) */
 extern const size_t passthrough_input_staging[];  /* arena offset for a misaligned input */
 extern const uint32_t passthrough_output_buffers[];  /* buffer holding each output */
+/* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
+extern const int32_t passthrough_output_extent_buffers[];
 extern const unsigned char* const passthrough_constant_data[];
 
 #endif /* PASSTHROUGH_INTERNAL_H_ */

@@ -18,15 +18,15 @@ static const int64_t passthrough_shape_0[] = { 2, 5 };
 static const int64_t passthrough_shape_1[] = { 2, 3 };
 
 const passthrough_tensor_info passthrough_input_table[] = {
-  { "x", "x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u },
-  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u }
+  { "x", "x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
+  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
 };
 
 const passthrough_tensor_info passthrough_output_table[] = {
-  { "echo", "echo", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u },
-  { "exp_x", "exp_x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u },
-  { "table", "table", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_1, 6u, 24u },
-  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u }
+  { "echo", "echo", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
+  { "exp_x", "exp_x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
+  { "table", "table", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_1, 6u, 24u, -1 },
+  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
 };
 
 const size_t passthrough_input_fields[] = {
@@ -44,6 +44,8 @@ const size_t passthrough_output_fields[] = {
 const size_t passthrough_input_staging[] = { 0u, 0u };
 
 const uint32_t passthrough_output_buffers[] = { 0u, 1u, 2u, 0u };
+
+const int32_t passthrough_output_extent_buffers[] = { -1, -1, -1, -1 };
 
 const unsigned char* const passthrough_constant_data[] = {
   passthrough_weights_0 + 0,  /* float32[2, 3] */

@@ -34,6 +34,7 @@ struct passthrough_context {
   unsigned char* scratch_top;
   unsigned char* scratch_end;
   char message[PASSTHROUGH_MESSAGE_BYTES];
+  int64_t extents[PASSTHROUGH_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[PASSTHROUGH_NUM_BUFFERS + 1];
   TVMFFIAny args[PASSTHROUGH_NUM_ARGS + 1];
   passthrough_pool pool;
@@ -320,10 +321,41 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   }
   passthrough_current = outer;
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
+    const passthrough_tensor_info* info = &passthrough_output_table[i];
+    size_t used = info->num_bytes;
+    if (passthrough_output_extent_buffers[i] >= 0) {
+      /* A bounded output: dense data for the actual extent, then zeros up to the bound. */
+      int64_t bound = info->shape[info->dynamic_axis];
+      int64_t extent;
+      memcpy(&extent, context->tensors[passthrough_output_extent_buffers[i]].data, sizeof(extent));
+      if (extent < 0 || extent > bound) extent = bound;
+      context->extents[i] = extent;
+      used = bound > 0 ? info->num_bytes / (size_t)bound * (size_t)extent : 0u;
+    }
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
-    memmove(outputs[i], context->tensors[passthrough_output_buffers[i]].data, passthrough_output_table[i].num_bytes);
+    memmove(outputs[i], context->tensors[passthrough_output_buffers[i]].data, used);
+    memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
   }
   return PASSTHROUGH_OK;
+}
+
+passthrough_status passthrough_output_shape(const passthrough_context* context, size_t index, int64_t* dims) {
+  const passthrough_tensor_info* info = passthrough_output_info(index);
+  int32_t d;
+  if (context == NULL || dims == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  if (info == NULL) return PASSTHROUGH_ERROR_COUNT_MISMATCH;
+  for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
+  if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
+  return PASSTHROUGH_OK;
+}
+
+size_t passthrough_output_num_elements(const passthrough_context* context, size_t index) {
+  const passthrough_tensor_info* info = passthrough_output_info(index);
+  int64_t bound;
+  if (context == NULL || info == NULL) return 0u;
+  if (info->dynamic_axis < 0) return info->num_elements;
+  bound = info->shape[info->dynamic_axis];
+  return bound > 0 ? info->num_elements / (size_t)bound * (size_t)context->extents[index] : 0u;
 }
 
 passthrough_status passthrough_run_buffers(passthrough_context* context, const void* const* inputs,

@@ -53,7 +53,7 @@ extern "C" {
 #define AWKWARDNAMES_NUM_INPUTS 2
 #define AWKWARDNAMES_NUM_OUTPUTS 3
 /* Bytes of caller-supplied workspace for awkwardnames_context_init(): context + arena. */
-#define AWKWARDNAMES_WORKSPACE_BYTES 3648u
+#define AWKWARDNAMES_WORKSPACE_BYTES 3712u
 #define AWKWARDNAMES_WORKSPACE_ALIGNMENT 64u
 #define AWKWARDNAMES_ARENA_BYTES 256u
 #define AWKWARDNAMES_WEIGHT_BYTES 0u
@@ -103,9 +103,10 @@ typedef struct awkwardnames_tensor_info {
   const char* dtype_name;  /* "float32", "int64", ... */
   const char* npy_descr;   /* numpy's dtype descriptor, "<f4", ... */
   int32_t ndim;
-  const int64_t* shape;    /* ndim entries */
-  size_t num_elements;
-  size_t num_bytes;
+  const int64_t* shape;    /* ndim entries; for a bounded output, the upper bound */
+  size_t num_elements;     /* of that shape */
+  size_t num_bytes;        /* of that shape: the size of the caller's buffer */
+  int32_t dynamic_axis;    /* -1, or the axis of a bounded output whose extent depends on the data */
 } awkwardnames_tensor_info;
 
 /* Input 0 "input:0": float32[2, 3], 24 bytes. */
@@ -121,16 +122,19 @@ typedef struct awkwardnames_tensor_info {
 /* Output 0 "a.b": float32[2, 3], 24 bytes. */
 #define AWKWARDNAMES_OUTPUT_A_B_2_INDEX 0
 #define AWKWARDNAMES_OUTPUT_A_B_2_NDIM 2
+#define AWKWARDNAMES_OUTPUT_A_B_2_DYNAMIC_AXIS -1  /* -1: static shape */
 #define AWKWARDNAMES_OUTPUT_A_B_2_NUM_ELEMENTS 6u
 #define AWKWARDNAMES_OUTPUT_A_B_2_BYTES 24u
 /* Output 1 "a_b": float32[2, 3], 24 bytes. */
 #define AWKWARDNAMES_OUTPUT_A_B_INDEX 1
 #define AWKWARDNAMES_OUTPUT_A_B_NDIM 2
+#define AWKWARDNAMES_OUTPUT_A_B_DYNAMIC_AXIS -1  /* -1: static shape */
 #define AWKWARDNAMES_OUTPUT_A_B_NUM_ELEMENTS 6u
 #define AWKWARDNAMES_OUTPUT_A_B_BYTES 24u
 /* Output 2 "float": float32[2, 3], 24 bytes. */
 #define AWKWARDNAMES_OUTPUT_FLOAT__INDEX 2
 #define AWKWARDNAMES_OUTPUT_FLOAT__NDIM 2
+#define AWKWARDNAMES_OUTPUT_FLOAT__DYNAMIC_AXIS -1  /* -1: static shape */
 #define AWKWARDNAMES_OUTPUT_FLOAT__NUM_ELEMENTS 6u
 #define AWKWARDNAMES_OUTPUT_FLOAT__BYTES 24u
 
@@ -175,6 +179,15 @@ AWKWARDNAMES_API void awkwardnames_context_destroy(awkwardnames_context* context
 #define AWKWARDNAMES_MAX_THREADS 64
 AWKWARDNAMES_API awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* context, int threads);
 AWKWARDNAMES_API int awkwardnames_context_threads(const awkwardnames_context* context);
+
+/* The shape output `index` had in the last successful run on this context: its static shape,
+ * or for a bounded output (dynamic_axis >= 0; NonZero, Unique, Compress) the actual extent
+ * along that axis (0 before any run). A bounded output's buffer is sized for the upper
+ * bound; run() writes the actual tensor densely at its start and zeros the rest. */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_output_shape(const awkwardnames_context* context, size_t index,
+                                           int64_t* dims);
+/* The number of elements of that shape (0 for a NULL context or an index out of range). */
+AWKWARDNAMES_API size_t awkwardnames_output_num_elements(const awkwardnames_context* context, size_t index);
 
 /* Run the model on named, typed buffers. */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run(awkwardnames_context* context, const awkwardnames_inputs* inputs,

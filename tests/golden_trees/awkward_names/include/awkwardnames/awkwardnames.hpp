@@ -76,24 +76,27 @@ struct a_b_2 {
   static constexpr const char* name = "a.b";
   static constexpr std::size_t index = 0;
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
-  static constexpr std::size_t num_elements = 6;
+  static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct a_b {
   using type = float;
   static constexpr const char* name = "a_b";
   static constexpr std::size_t index = 1;
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
-  static constexpr std::size_t num_elements = 6;
+  static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct float_ {
   using type = float;
   static constexpr const char* name = "float";
   static constexpr std::size_t index = 2;
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
-  static constexpr std::size_t num_elements = 6;
+  static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 }  // namespace output
 
@@ -149,12 +152,25 @@ class Model {
     check(awkwardnames_run_buffers(context_, in, in_bytes, AWKWARDNAMES_NUM_INPUTS, out, out_bytes, AWKWARDNAMES_NUM_OUTPUTS), "run failed");
   }
 
-  /* Runs and returns freshly allocated outputs. */
+  /* Runs and returns freshly allocated outputs (bounded ones cut to their actual size). */
   OutputVectors run(const Inputs& inputs) {
     OutputVectors result;
     run(inputs, Outputs{Span<float>(result.a_b_2), Span<float>(result.a_b), Span<float>(result.float_)});
     return result;
   }
+
+  /* The shape output `index` had in the last run; see awkwardnames_output_shape. */
+  std::vector<std::int64_t> output_shape(std::size_t index) const {
+    const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
+    if (info == nullptr) throw Error(AWKWARDNAMES_ERROR_COUNT_MISMATCH, "awkwardnames: no output " + std::to_string(index));
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(info->ndim) + 1);  // + 1: never a NULL data()
+    check(awkwardnames_output_shape(context_, index, dims.data()), "cannot read an output shape");
+    dims.pop_back();
+    return dims;
+  }
+
+  /* Elements output `index` had in the last run. */
+  std::size_t output_elements(std::size_t index) const { return awkwardnames_output_num_elements(context_, index); }
 
   /* 1 (default) to 64 threads for this Model's kernels; see awkwardnames_context_set_threads. */
   void set_threads(int threads) { check(awkwardnames_context_set_threads(context_, threads), "cannot set threads"); }

@@ -103,9 +103,10 @@ typedef struct passthrough_tensor_info {
   const char* dtype_name;  /* "float32", "int64", ... */
   const char* npy_descr;   /* numpy's dtype descriptor, "<f4", ... */
   int32_t ndim;
-  const int64_t* shape;    /* ndim entries */
-  size_t num_elements;
-  size_t num_bytes;
+  const int64_t* shape;    /* ndim entries; for a bounded output, the upper bound */
+  size_t num_elements;     /* of that shape */
+  size_t num_bytes;        /* of that shape: the size of the caller's buffer */
+  int32_t dynamic_axis;    /* -1, or the axis of a bounded output whose extent depends on the data */
 } passthrough_tensor_info;
 
 /* Input 0 "x": float32[2, 5], 40 bytes. */
@@ -116,16 +117,19 @@ typedef struct passthrough_tensor_info {
 /* Output 0 "echo": float32[2, 5], 40 bytes. */
 #define PASSTHROUGH_OUTPUT_ECHO_INDEX 0
 #define PASSTHROUGH_OUTPUT_ECHO_NDIM 2
+#define PASSTHROUGH_OUTPUT_ECHO_DYNAMIC_AXIS -1  /* -1: static shape */
 #define PASSTHROUGH_OUTPUT_ECHO_NUM_ELEMENTS 10u
 #define PASSTHROUGH_OUTPUT_ECHO_BYTES 40u
 /* Output 1 "exp_x": float32[2, 5], 40 bytes. */
 #define PASSTHROUGH_OUTPUT_EXP_X_INDEX 1
 #define PASSTHROUGH_OUTPUT_EXP_X_NDIM 2
+#define PASSTHROUGH_OUTPUT_EXP_X_DYNAMIC_AXIS -1  /* -1: static shape */
 #define PASSTHROUGH_OUTPUT_EXP_X_NUM_ELEMENTS 10u
 #define PASSTHROUGH_OUTPUT_EXP_X_BYTES 40u
 /* Output 2 "table": float32[2, 3], 24 bytes. */
 #define PASSTHROUGH_OUTPUT_TABLE_INDEX 2
 #define PASSTHROUGH_OUTPUT_TABLE_NDIM 2
+#define PASSTHROUGH_OUTPUT_TABLE_DYNAMIC_AXIS -1  /* -1: static shape */
 #define PASSTHROUGH_OUTPUT_TABLE_NUM_ELEMENTS 6u
 #define PASSTHROUGH_OUTPUT_TABLE_BYTES 24u
 
@@ -169,6 +173,15 @@ PASSTHROUGH_API void passthrough_context_destroy(passthrough_context* context);
 #define PASSTHROUGH_MAX_THREADS 64
 PASSTHROUGH_API passthrough_status passthrough_context_set_threads(passthrough_context* context, int threads);
 PASSTHROUGH_API int passthrough_context_threads(const passthrough_context* context);
+
+/* The shape output `index` had in the last successful run on this context: its static shape,
+ * or for a bounded output (dynamic_axis >= 0; NonZero, Unique, Compress) the actual extent
+ * along that axis (0 before any run). A bounded output's buffer is sized for the upper
+ * bound; run() writes the actual tensor densely at its start and zeros the rest. */
+PASSTHROUGH_API passthrough_status passthrough_output_shape(const passthrough_context* context, size_t index,
+                                           int64_t* dims);
+/* The number of elements of that shape (0 for a NULL context or an index out of range). */
+PASSTHROUGH_API size_t passthrough_output_num_elements(const passthrough_context* context, size_t index);
 
 /* Run the model on named, typed buffers. */
 PASSTHROUGH_API passthrough_status passthrough_run(passthrough_context* context, const passthrough_inputs* inputs,

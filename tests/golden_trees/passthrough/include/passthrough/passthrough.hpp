@@ -68,24 +68,27 @@ struct echo {
   static constexpr const char* name = "echo";
   static constexpr std::size_t index = 0;
   static constexpr std::array<std::int64_t, 2> shape{2, 5};
-  static constexpr std::size_t num_elements = 10;
+  static constexpr std::size_t num_elements = 10;  // the upper bound when bounded
   static constexpr std::size_t bytes = 40;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct exp_x {
   using type = float;
   static constexpr const char* name = "exp_x";
   static constexpr std::size_t index = 1;
   static constexpr std::array<std::int64_t, 2> shape{2, 5};
-  static constexpr std::size_t num_elements = 10;
+  static constexpr std::size_t num_elements = 10;  // the upper bound when bounded
   static constexpr std::size_t bytes = 40;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct table {
   using type = float;
   static constexpr const char* name = "table";
   static constexpr std::size_t index = 2;
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
-  static constexpr std::size_t num_elements = 6;
+  static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 }  // namespace output
 
@@ -140,12 +143,25 @@ class Model {
     check(passthrough_run_buffers(context_, in, in_bytes, PASSTHROUGH_NUM_INPUTS, out, out_bytes, PASSTHROUGH_NUM_OUTPUTS), "run failed");
   }
 
-  /* Runs and returns freshly allocated outputs. */
+  /* Runs and returns freshly allocated outputs (bounded ones cut to their actual size). */
   OutputVectors run(const Inputs& inputs) {
     OutputVectors result;
     run(inputs, Outputs{Span<float>(result.echo), Span<float>(result.exp_x), Span<float>(result.table)});
     return result;
   }
+
+  /* The shape output `index` had in the last run; see passthrough_output_shape. */
+  std::vector<std::int64_t> output_shape(std::size_t index) const {
+    const passthrough_tensor_info* info = passthrough_output_info(index);
+    if (info == nullptr) throw Error(PASSTHROUGH_ERROR_COUNT_MISMATCH, "passthrough: no output " + std::to_string(index));
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(info->ndim) + 1);  // + 1: never a NULL data()
+    check(passthrough_output_shape(context_, index, dims.data()), "cannot read an output shape");
+    dims.pop_back();
+    return dims;
+  }
+
+  /* Elements output `index` had in the last run. */
+  std::size_t output_elements(std::size_t index) const { return passthrough_output_num_elements(context_, index); }
 
   /* 1 (default) to 64 threads for this Model's kernels; see passthrough_context_set_threads. */
   void set_threads(int threads) { check(passthrough_context_set_threads(context_, threads), "cannot set threads"); }

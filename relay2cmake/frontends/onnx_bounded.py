@@ -1,0 +1,125 @@
+"""NonZero, Compress and Unique: operators whose output size depends on the data.
+
+A static plan cannot size such a tensor, so each becomes a call to a package builtin (C in
+``src/<prefix>_builtins.c``, no run-time look-up) that writes into a buffer sized for the worst
+case and reports how many entries along one axis it filled. The data is written compactly, as
+the actual shape would lay it out, so the caller's buffer holds a dense tensor of the actual
+shape at its start. Such an output is a *bounded* output: the header gives its upper-bound
+shape and ``<prefix>_output_shape`` its actual shape after a run.
+
+Bounded values may only be model outputs: an operator that consumed one would see the padded
+worst-case tensor, so the importer rejects that (``consumer_error``).
+
+Every converter returns ``(value, marks)``: ``marks`` maps each bounded result to its dynamic
+axis and the int64[1] tensor holding its extent.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm import relax
+
+# The ExternFunc names the converters call; the plan maps them to C builtins.
+BUILTINS = ("relay2cmake.nonzero", "relay2cmake.compress", "relay2cmake.unique")
+
+# Element types the builtins read (they compare and copy whole bytes).
+_SUPPORTED_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+    | {"float16", "float32", "float64", "bfloat16"}
+)
+
+_COUNT = relax.TensorType((1,), "int64")
+
+
+def _shape(expr) -> list[int]:
+    return [int(d.value) for d in expr.ty.shape.values]
+
+
+def _check_dtype(op: str, expr) -> str:
+    dtype = str(expr.ty.dtype)
+    if dtype not in _SUPPORTED_DTYPES:
+        raise NotImplementedError(f"{op} on {dtype} tensors is not supported")
+    return dtype
+
+
+def _axis_view(shape: list[int], axis: int | None) -> tuple[int, int, int]:
+    """(outer, n, inner): the tensor seen as 3-D around ``axis`` (flattened when None)."""
+    if axis is None:
+        return 1, math.prod(shape), 1
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+
+
+def _normal_axis(op: str, axis, rank: int) -> int | None:
+    if axis is None:
+        return None
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError(f"{op} axis {axis} is out of range for a rank-{rank} input")
+    return axis + rank if axis < 0 else axis
+
+
+def nonzero(bb, inputs, attr):
+    data = inputs[0]
+    _check_dtype("NonZero", data)
+    shape = _shape(data)
+    if not shape:
+        raise NotImplementedError("NonZero of a 0-d tensor is not supported")
+    bound = relax.TensorType((len(shape), math.prod(shape)), "int64")
+    call = bb.emit(relax.call_dps_packed("relay2cmake.nonzero", relax.Tuple([data]), out_ty=[bound, _COUNT]))
+    indices, count = bb.emit(relax.TupleGetItem(call, 0)), bb.emit(relax.TupleGetItem(call, 1))
+    return indices, {indices: (1, count)}
+
+
+def compress(bb, inputs, attr):
+    data, condition = inputs
+    dtype = _check_dtype("Compress", data)
+    shape = _shape(data)
+    axis = _normal_axis("Compress", attr.get("axis"), len(shape))
+    outer, n, inner = _axis_view(shape, axis)
+    condition = bb.emit(relax.op.reshape(condition, (-1,)))
+    view = bb.emit(relax.op.reshape(data, (outer, n, inner)))
+    bound = relax.TensorType((outer, n, inner), dtype)
+    call = bb.emit(
+        relax.call_dps_packed("relay2cmake.compress", relax.Tuple([view, condition]), out_ty=[bound, _COUNT])
+    )
+    count = bb.emit(relax.TupleGetItem(call, 1))
+    out_shape = shape if axis is not None else [n]
+    selected = bb.emit(relax.op.reshape(bb.emit(relax.TupleGetItem(call, 0)), out_shape))
+    return selected, {selected: (axis if axis is not None else 0, count)}
+
+
+def unique(bb, inputs, attr):
+    data = inputs[0]
+    dtype = _check_dtype("Unique", data)
+    shape = _shape(data)
+    axis = _normal_axis("Unique", attr.get("axis"), len(shape))
+    outer, n, inner = _axis_view(shape, axis)
+    view = bb.emit(relax.op.reshape(data, (outer, n, inner)))
+    sorted_flag = relax.prim_value(int(attr.get("sorted", 1)))
+    out_ty = [
+        relax.TensorType((outer, n, inner), dtype),  # unique values (slices)
+        relax.TensorType((n,), "int64"),  # index of each one's first occurrence
+        relax.TensorType((n,), "int64"),  # inverse indices (static: one per input slice)
+        relax.TensorType((n,), "int64"),  # counts
+        _COUNT,
+        relax.TensorType((3 * n,), "int64"),  # the builtin's working memory (sort order, merge)
+    ]
+    call = bb.emit(
+        relax.call_dps_packed("relay2cmake.unique", relax.Tuple([view, sorted_flag]), out_ty=out_ty)
+    )
+    fields = [bb.emit(relax.TupleGetItem(call, i)) for i in range(5)]
+    count = fields[4]
+    values = bb.emit(relax.op.reshape(fields[0], shape if axis is not None else [n]))
+    marks = {values: (axis if axis is not None else 0, count), fields[1]: (0, count), fields[3]: (0, count)}
+    return relax.Tuple([values, fields[1], fields[2], fields[3]]), marks
+
+
+CONVERTERS = {"NonZero": nonzero, "Compress": compress, "Unique": unique}
+
+
+def consumer_error(op_name: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"{op_name} uses the output of NonZero, Compress or Unique, whose size depends on the data; "
+        "relay2cmake supports those only as model outputs (a static plan cannot size what follows)"
+    )
