@@ -20,7 +20,7 @@ def _has_float16(compiler: str) -> bool:
 
 @pytest.mark.parametrize("compiler", COMPILERS)
 @pytest.mark.parametrize("standard", ["c99", "c11"])
-@pytest.mark.parametrize("model", ["cnn", "multi_io", "all_dtypes"])
+@pytest.mark.parametrize("model", ["cnn", "multi_io", "all_dtypes", "data_dependent"])
 def test_generated_c_compiles_cleanly(compiler, standard, model, built, tmp_path):
     package = built(model)
     if model == "all_dtypes" and not _has_float16(compiler):

@@ -42,7 +42,8 @@ def created(conan_env, digits_package) -> str:
 def test_conan_create_builds_tests_and_runs_test_package(created):
     assert re.search(r"digits_golden \.+\s+Passed", created), "the package's ctest ran inside conan create"
     assert "(test package): Running test()" in created
-    assert "output 0 'probabilities'" in created and " ok" in created
+    # test_package runs the golden check through ctest (so cross builds use their emulator).
+    assert re.search(r"Test\s+#1: golden \.+\s+Passed", created), created[-3000:]
     assert "Package '" in created and "created" in created
 
 

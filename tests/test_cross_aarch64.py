@@ -1,5 +1,6 @@
-"""An AArch64 object set: the package cross-builds with Debian's aarch64 gcc and a plain
-CMake toolchain setup, and its golden test and cli (2 threads) pass under qemu."""
+"""An AArch64 object set: the package cross-builds with Debian's aarch64 gcc and the shipped
+CMake toolchain file (sample_apps/cross), and its golden test and cli (2 threads) pass under
+qemu."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import numpy as np
 import onnx
 import pytest
 from model_zoo import conv_family
-from packaging_helpers import WARNINGS, configure_build, ctest, onnxruntime_outputs, relay2cmake, run
+from packaging_helpers import (
+    SAMPLE_APPS,
+    WARNINGS,
+    configure_build,
+    ctest,
+    onnxruntime_outputs,
+    relay2cmake,
+    run,
+)
 
 CROSS = shutil.which("aarch64-linux-gnu-gcc")
 QEMU = shutil.which("qemu-aarch64")
@@ -25,12 +34,8 @@ def test_aarch64_objects_cross_build_and_run_under_qemu(tmp_path):
     relay2cmake("gen", str(model), "-o", str(package), "--name", "Conv", "--target", "aarch64")
     assert (package / "objects" / "aarch64" / "conv_kernels.o").exists()
     build = tmp_path / "build"
-    emulator = f"{QEMU};-L;/usr/aarch64-linux-gnu"
-    configure_build(
-        package, build, "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
-        f"-DCMAKE_C_COMPILER={CROSS}", f"-DCMAKE_CROSSCOMPILING_EMULATOR={emulator}",
-        f"-DCMAKE_C_FLAGS={WARNINGS}",
-    )  # fmt: skip
+    toolchain = SAMPLE_APPS / "cross" / "aarch64-linux-gnu.cmake"
+    configure_build(package, build, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", f"-DCMAKE_C_FLAGS={WARNINGS}")
     members = run(["ar", "t", build / "libconv.a"]).stdout.split()
     assert "conv_kernels.o" in members, f"the object set was not linked: {members}"
     run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])

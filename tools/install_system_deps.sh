@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The system tools the tests compile with: a C/C++ compiler pair other than gcc (clang),
-# ninja, binutils' nm, and an AArch64 cross compiler with qemu to run what it builds. Installs what is missing when run as root on Debian/Ubuntu;
+# ninja, binutils' nm, an AArch64 cross compiler with qemu to run what it builds, and the
+# Arm bare-metal toolchain (Cortex-M builds). Installs what is missing when run as root on Debian/Ubuntu;
 # otherwise says what to install (the tests that need it are then skipped, with a reason).
 set -euo pipefail
 missing=()
@@ -9,6 +10,8 @@ command -v ninja >/dev/null || missing+=(ninja-build)
 command -v nm >/dev/null || missing+=(binutils)
 command -v g++ >/dev/null || missing+=(g++)
 command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
+command -v arm-none-eabi-gcc >/dev/null || missing+=(gcc-arm-none-eabi)
 command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
 command -v valgrind >/dev/null || missing+=(valgrind)
 [ ${#missing[@]} -eq 0 ] && exit 0
