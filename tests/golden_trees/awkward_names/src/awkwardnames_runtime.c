@@ -7,7 +7,6 @@
  * checks, the kernel calls, and the backend functions the kernels need (scratch memory
  * from the arena, error messages). This file is the same for every model.
  */
-#include <stdio.h>
 #include <string.h>
 #ifndef AWKWARDNAMES_NO_MALLOC
 #include <stdlib.h>
@@ -271,11 +270,27 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
   return "unknown status";
 }
 
+/* The message becomes the parts joined, cut to fit; a part may be the message itself.
+ * (No snprintf: the library needs no stdio, which bare-metal builds would pay for.) */
+static void awkwardnames_set_message_parts(awkwardnames_context* context, const char* const* parts, int num_parts) {
+  char text[AWKWARDNAMES_MESSAGE_BYTES];
+  size_t used = 0;
+  int i;
+  for (i = 0; i < num_parts; ++i) {
+    const char* part = parts[i];
+    while (part != NULL && *part != '\0' && used + 1 < sizeof(text)) text[used++] = *part++;
+  }
+  text[used] = '\0';
+  awkwardnames_set_message(context, text);
+}
+
 static awkwardnames_status awkwardnames_fail(awkwardnames_context* context, awkwardnames_status status,
                                    const char* what, const char* name) {
-  char text[AWKWARDNAMES_MESSAGE_BYTES];
-  snprintf(text, sizeof(text), "%s%s%s", what, name != NULL ? name : "", name != NULL ? "'" : "");
-  awkwardnames_set_message(context, text);
+  const char* parts[3];
+  parts[0] = what;
+  parts[1] = name;
+  parts[2] = name != NULL ? "'" : NULL;
+  awkwardnames_set_message_parts(context, parts, 3);
   return status;
 }
 
@@ -312,10 +327,13 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     result.v_int64 = 0;
     rc = step->kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc != 0) {
-      char text[2 * AWKWARDNAMES_MESSAGE_BYTES];
+      const char* parts[4];
+      parts[0] = "kernel ";
+      parts[1] = step->name;
+      parts[2] = " failed: ";
+      parts[3] = context->message;
       awkwardnames_current = outer;
-      snprintf(text, sizeof(text), "kernel %s failed: %s", step->name, context->message);
-      awkwardnames_set_message(context, text);
+      awkwardnames_set_message_parts(context, parts, 4);
       return AWKWARDNAMES_ERROR_KERNEL_FAILED;
     }
   }

@@ -7,7 +7,6 @@
  * checks, the kernel calls, and the backend functions the kernels need (scratch memory
  * from the arena, error messages). This file is the same for every model.
  */
-#include <stdio.h>
 #include <string.h>
 #ifndef PASSTHROUGH_NO_MALLOC
 #include <stdlib.h>
@@ -271,11 +270,27 @@ const char* passthrough_status_string(passthrough_status status) {
   return "unknown status";
 }
 
+/* The message becomes the parts joined, cut to fit; a part may be the message itself.
+ * (No snprintf: the library needs no stdio, which bare-metal builds would pay for.) */
+static void passthrough_set_message_parts(passthrough_context* context, const char* const* parts, int num_parts) {
+  char text[PASSTHROUGH_MESSAGE_BYTES];
+  size_t used = 0;
+  int i;
+  for (i = 0; i < num_parts; ++i) {
+    const char* part = parts[i];
+    while (part != NULL && *part != '\0' && used + 1 < sizeof(text)) text[used++] = *part++;
+  }
+  text[used] = '\0';
+  passthrough_set_message(context, text);
+}
+
 static passthrough_status passthrough_fail(passthrough_context* context, passthrough_status status,
                                    const char* what, const char* name) {
-  char text[PASSTHROUGH_MESSAGE_BYTES];
-  snprintf(text, sizeof(text), "%s%s%s", what, name != NULL ? name : "", name != NULL ? "'" : "");
-  passthrough_set_message(context, text);
+  const char* parts[3];
+  parts[0] = what;
+  parts[1] = name;
+  parts[2] = name != NULL ? "'" : NULL;
+  passthrough_set_message_parts(context, parts, 3);
   return status;
 }
 
@@ -312,10 +327,13 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     result.v_int64 = 0;
     rc = step->kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc != 0) {
-      char text[2 * PASSTHROUGH_MESSAGE_BYTES];
+      const char* parts[4];
+      parts[0] = "kernel ";
+      parts[1] = step->name;
+      parts[2] = " failed: ";
+      parts[3] = context->message;
       passthrough_current = outer;
-      snprintf(text, sizeof(text), "kernel %s failed: %s", step->name, context->message);
-      passthrough_set_message(context, text);
+      passthrough_set_message_parts(context, parts, 4);
       return PASSTHROUGH_ERROR_KERNEL_FAILED;
     }
   }
