@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint system-deps
+.PHONY: demo test test-all fuzz lint system-deps
 
 demo: $(VENV)/.installed
 	$(BIN)/relay2cmake demo --out relay2cmake-demo
@@ -16,6 +16,10 @@ test: $(VENV)/.installed-test system-deps
 
 test-all: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest
+
+# A long fuzzing campaign of `gen` on mutated model bytes (CI runs 40 fixed cases).
+fuzz: $(VENV)/.installed-test
+	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -s tests/test_fuzz.py
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check relay2cmake tests tools benchmarks

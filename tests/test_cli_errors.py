@@ -141,3 +141,86 @@ def test_data_dependent_value_feeding_another_operator(tmp_path):
     assert "Transpose uses the output of NonZero, Compress or Unique" in message
     assert "only as model outputs" in message
     assert not (tmp_path / "out").exists()
+
+
+def _relu_graph(inputs=None, outputs=None, nodes=None):
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    return helper.make_graph(
+        nodes or [helper.make_node("Relu", ["x"], ["y"])], "g", [x] if inputs is None else inputs,
+        [y] if outputs is None else outputs,
+    )  # fmt: skip
+
+
+def _bad_model(kind: str, folder):
+    """A model file that is valid protobuf but that relay2cmake must refuse, and why."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    opset17 = [helper.make_opsetid("", 17)]
+    if kind == "opset too new":
+        model = helper.make_model(_relu_graph(), opset_imports=[helper.make_opsetid("", 99)])
+        expected = "opset 99; the installed onnx knows opsets up to"
+    elif kind == "no outputs":
+        model = helper.make_model(_relu_graph(outputs=[]), opset_imports=opset17)
+        expected = "declares no outputs"
+    elif kind == "string tensors":
+        s = helper.make_tensor_value_info("s", TensorProto.STRING, [2])
+        so = helper.make_tensor_value_info("so", TensorProto.STRING, [2])
+        graph = _relu_graph([s], [so], [helper.make_node("Identity", ["s"], ["so"])])
+        model = helper.make_model(graph, opset_imports=opset17)
+        expected = "Input 's' has element type STRING"
+    elif kind == "4-bit tensors":
+        q = helper.make_tensor_value_info("q", TensorProto.INT4, [2, 4])
+        qo = helper.make_tensor_value_info("qo", TensorProto.INT4, [2, 4])
+        graph = _relu_graph([q], [qo], [helper.make_node("Identity", ["q"], ["qo"])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+        expected = "Input 'q' has element type INT4"
+    elif kind == "custom domain":
+        node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example", name="frob")
+        model = helper.make_model(
+            _relu_graph(nodes=[node]), opset_imports=[*opset17, helper.make_opsetid("com.example", 1)]
+        )
+        expected = "com.example::Frobnicate (frob; custom domains are not supported)"
+    elif kind == "sequence output":
+        seq = helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2, 3])
+        graph = _relu_graph(outputs=[seq], nodes=[helper.make_node("SequenceConstruct", ["x"], ["seq"])])
+        model = helper.make_model(graph, opset_imports=opset17)
+        expected = "Output 'seq' is not a tensor"
+    elif kind == "missing external data":
+        w = numpy_helper.from_array(np.ones((3, 3), np.float32), "w")
+        graph = _relu_graph(nodes=[helper.make_node("MatMul", ["x", "w"], ["y"])])
+        graph.initializer.append(w)
+        model = helper.make_model(graph, opset_imports=opset17)
+        path = str(folder / "m.onnx")
+        onnx.save(model, path, save_as_external_data=True, location="w.bin", size_threshold=0)
+        (folder / "w.bin").unlink()
+        return folder / "m.onnx", "keeps weights in external data that cannot be read"
+    else:
+        raise AssertionError(kind)
+    onnx.save(model, str(folder / "m.onnx"))
+    return folder / "m.onnx", expected
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["opset too new", "no outputs", "string tensors", "4-bit tensors", "custom domain", "sequence output",
+     "missing external data"],
+)  # fmt: skip
+def test_models_relay2cmake_cannot_compile(kind, tmp_path):
+    path, expected = _bad_model(kind, tmp_path)
+    message = _fails_cleanly("gen", str(path), "-o", str(tmp_path / "out"))
+    assert expected in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_unwritable_output_folder_and_unknown_target(mlp_path, tmp_path):
+    (tmp_path / "a_file").write_text("keep me")
+    message = _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "a_file" / "pkg"))
+    assert "Cannot write next to" in message and "Not a directory" in message
+    assert (tmp_path / "a_file").read_text() == "keep me"
+    message = _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "out"), "--target", "sparc")
+    assert "unknown architecture 'sparc'" in message
+    assert not (tmp_path / "out").exists()

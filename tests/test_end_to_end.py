@@ -71,6 +71,10 @@ def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):
     _compare(ours, onnxruntime_outputs(package.model, package.metadata, inputs))
 
 
+def paths_of(folder):
+    return [folder / "f.npy", folder / "i.npy"]
+
+
 def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
     package = built("multi_io")
     cli = package.install / "bin" / f"{package.prefix}_cli"
@@ -95,6 +99,10 @@ def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
         assert f"{package.prefix}_cli" in result.stderr, case
     shape_error = run([cli, *cases["shape"]], check=False).stderr
     assert "('features') must be float32[3, 6]" in shape_error
+    # An output folder that cannot be made (its parent is a file): an error, not a crash.
+    (tmp_path / "a_file").write_text("")
+    unwritable = run([cli, "--output-dir", tmp_path / "a_file" / "out", *paths_of(tmp_path)], check=False)
+    assert unwritable.returncode == 1 and "cannot create the output directory" in unwritable.stderr
 
 
 @pytest.mark.parametrize("app", ["add_subdirectory_consumer", "fetchcontent_consumer"])

@@ -6,8 +6,9 @@ import filecmp
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
-from packaging_helpers import cmake, configure_build, ctest, relay2cmake, run
+from packaging_helpers import cmake, configure_build, ctest, onnxruntime_outputs, relay2cmake, run
 
 
 def _system_library_symbols() -> set[str]:
@@ -104,7 +105,8 @@ def test_metadata_describes_the_package(built):
 
 
 def test_add_subdirectory_consumer(built, tmp_path):
-    """A parent project that vendors two packages with add_subdirectory links both."""
+    """Two different packages vendored with add_subdirectory link into one program (no symbol
+    clashes) and both compute what ONNX Runtime computes."""
     first, second = built("mlp"), built("cnn")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "CMakeLists.txt").write_text(
@@ -114,19 +116,28 @@ def test_add_subdirectory_consumer(built, tmp_path):
     )
     (tmp_path / "app" / "main.c").write_text(
         "#include <mlp/mlp.h>\n#include <cnn/cnn.h>\n#include <stdio.h>\n"
-        "int main(void) {\n  mlp_context* a; cnn_context* b;\n"
+        "int main(void) {\n  mlp_context* a; cnn_context* b; int i;\n"
         "  static float image[784], probabilities[10], pixels[3*32*32], scores[5];\n"
         "  mlp_inputs ai = {image}; mlp_outputs ao = {probabilities};\n"
         "  cnn_inputs bi = {pixels}; cnn_outputs bo = {scores};\n"
+        "  for (i = 0; i < 784; ++i) image[i] = (float)(i % 17) / 17.0f;\n"
+        "  for (i = 0; i < 3*32*32; ++i) pixels[i] = (float)(i % 13) / 13.0f - 0.5f;\n"
         "  if (mlp_context_create(&a) || cnn_context_create(&b)) return 1;\n"
         "  if (mlp_run(a, &ai, &ao) || cnn_run(b, &bi, &bo)) return 2;\n"
-        '  printf("%f %f\\n", probabilities[0], scores[0]);\n'
+        '  for (i = 0; i < 10; ++i) printf("%.9g ", probabilities[i]);\n'
+        '  for (i = 0; i < 5; ++i) printf("%.9g ", scores[i]);\n'
         "  mlp_context_destroy(a); cnn_context_destroy(b);\n  return 0;\n}\n"
     )
     configure_build(tmp_path / "app", tmp_path / "build", "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror")
     assert not (tmp_path / "build" / "mlp" / "mlp_cli").exists(), "tools must be off when not top-level"
     result = subprocess.run([tmp_path / "build" / "two"], capture_output=True, text=True, check=True)
-    assert len(result.stdout.split()) == 2
+    values = np.array(result.stdout.split(), dtype=np.float32)
+    image = (np.arange(784) % 17 / 17).astype(np.float32).reshape(1, 784)
+    pixels = (np.arange(3 * 32 * 32) % 13 / 13 - 0.5).astype(np.float32).reshape(1, 3, 32, 32)
+    expected_mlp = onnxruntime_outputs(first.model, first.metadata, [image])[0].reshape(-1)
+    expected_cnn = onnxruntime_outputs(second.model, second.metadata, [pixels])[0].reshape(-1)
+    np.testing.assert_allclose(values[:10], expected_mlp, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(values[10:], expected_cnn, rtol=1e-4, atol=1e-5)
 
 
 def test_installed_package_is_relocatable(built, tmp_path):

@@ -11,7 +11,7 @@ from typing import Any
 
 from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
-from relay2cmake.emit.weights import Placement, Shard
+from relay2cmake.emit.weights import Placement, Shard, WeightsFile
 from relay2cmake.golden import GoldenData
 from relay2cmake.naming import c_string_literal, comment_text
 from relay2cmake.plan import PackagePlan
@@ -114,6 +114,7 @@ def build_context(
     plan: PackagePlan,
     shards: list[Shard],
     placements: list[Placement],
+    weights_file: WeightsFile,
     golden: GoldenData,
 ) -> dict[str, Any]:
     prefix = identity.prefix
@@ -159,6 +160,7 @@ def build_context(
         {
             "shard_symbol": shard_views[p.shard]["symbol"],
             "offset": p.offset,
+            "file_offset": weights_file.shard_starts[p.shard] + p.offset,
             "dtype": c.dtype,
             "shape_text": _shape_text(c.shape),
         }
@@ -226,5 +228,9 @@ def build_context(
         "output_buffers": list(plan.output_buffers),
         "output_extent_buffers": [-1 if o.count_buffer is None else o.count_buffer for o in plan.outputs],
         "max_output_ndim": max((len(o.shape) for o in plan.outputs), default=0),
+        "weights_file": f"weights/{prefix}_weights.bin",
+        "weights_file_bytes": len(weights_file.data),
+        "weights_sha256": weights_file.sha256.hex(),
+        "weights_sha256_bytes": ", ".join(f"0x{b:02x}" for b in weights_file.sha256),
         "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
     }

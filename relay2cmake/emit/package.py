@@ -89,6 +89,11 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
         "targets": list(identity.targets),
         "inputs": [io(t) for t in plan.inputs],
         "outputs": [io(t) for t in plan.outputs],
+        "weights_file": {
+            "path": context["weights_file"],
+            "bytes": context["weights_file_bytes"],
+            "sha256": context["weights_sha256"],
+        },
         "memory": {
             "arena_bytes": plan.arena_bytes,
             "intermediate_bytes": plan.intermediate_bytes,
@@ -113,7 +118,8 @@ def render_package(
     operators: tuple[str, ...],
 ) -> dict[str, bytes]:
     shards, placements = weights.layout(plan.constants)
-    context = build_context(identity, plan, shards, placements, golden)
+    weights_file = weights.weights_file(shards)
+    context = build_context(identity, plan, shards, placements, weights_file, golden)
     files = render_templates(context)
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
@@ -126,6 +132,8 @@ def render_package(
         files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode(
             "ascii"
         )
+    # The same bytes again, for builds configured with <P>_EXTERNAL_WEIGHTS=ON.
+    files[context["weights_file"]] = weights_file.data
     for index, array in enumerate(golden.inputs):
         files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
     for index, array in enumerate(golden.expected):

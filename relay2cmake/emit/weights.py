@@ -7,6 +7,7 @@ Constants are grouped into shards of at most SHARD_BYTES so that builds run in p
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,25 @@ def layout(constants: tuple[Constant, ...]) -> tuple[list[Shard], list[Placement
         placements.append(Placement(len(shards) - 1, len(current)))
         current.extend(constant.data)
     return [Shard(i, bytes(s)) for i, s in enumerate(shards)], placements
+
+
+@dataclass(frozen=True)
+class WeightsFile:
+    """Every shard in one file, for builds that load the weights at run time."""
+
+    data: bytes
+    shard_starts: tuple[int, ...]  # offsets inside a shard carry over unchanged
+    sha256: bytes
+
+
+def weights_file(shards: list[Shard]) -> WeightsFile:
+    data = bytearray()
+    starts = []
+    for shard in shards:
+        data.extend(b"\0" * (align_up(len(data)) - len(data)))  # each shard starts on 64 bytes
+        starts.append(len(data))
+        data.extend(shard.data)
+    return WeightsFile(bytes(data), tuple(starts), hashlib.sha256(data).digest())
 
 
 def shard_source(prefix: str, shard: Shard, banner: str) -> str:

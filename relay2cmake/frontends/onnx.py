@@ -52,7 +52,7 @@ def _load(path: Path) -> onnx.ModelProto:
         raise ModelError(f"{str(path)!r} holds no ONNX graph (no nodes, no outputs); is it an ONNX model?")
     try:
         onnx.load_external_data_for_model(model, str(path.parent))
-    except (FileNotFoundError, OSError) as exc:
+    except Exception as exc:  # OSError, or onnx's ValidationError for a missing or unsafe path
         raise ModelError(
             f"{str(path)!r} keeps weights in external data that cannot be read ({exc}). "
             "Keep the data files next to the model, as ONNX expects."

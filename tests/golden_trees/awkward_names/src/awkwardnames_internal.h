@@ -98,6 +98,11 @@ extern const size_t awkwardnames_input_staging[];  /* arena offset for a misalig
 extern const uint32_t awkwardnames_output_buffers[];  /* buffer holding each output */
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t awkwardnames_output_extent_buffers[];
-extern const unsigned char* const awkwardnames_constant_data[];
+extern const unsigned char* const awkwardnames_constant_data[];  /* embedded weights */
+extern const size_t awkwardnames_constant_offsets[];  /* in the weights file */
+extern const unsigned char awkwardnames_weights_sha256[32];  /* of the weights file */
+/* The weights file's bytes once attached (awkwardnames_weights_file.c), else NULL. */
+extern const unsigned char* awkwardnames_attached_weights;
+#define AWKWARDNAMES_WEIGHTS_FILE_BYTES 0u
 
 #endif /* AWKWARDNAMES_INTERNAL_H_ */

@@ -160,6 +160,9 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
   if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
 #endif
+#ifdef AWKWARDNAMES_EXTERNAL_WEIGHTS
+  if (AWKWARDNAMES_WEIGHTS_FILE_BYTES > 0 && awkwardnames_attached_weights == NULL) return AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED;
+#endif
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
@@ -171,7 +174,11 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
       tensor->data = context->arena + desc->slot;
     } else if (desc->home == AWKWARDNAMES_HOME_CONSTANT) {
       /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
+#ifdef AWKWARDNAMES_EXTERNAL_WEIGHTS
+      tensor->data = (void*)(uintptr_t)(awkwardnames_attached_weights + awkwardnames_constant_offsets[desc->slot]);
+#else
       tensor->data = (void*)(uintptr_t)awkwardnames_constant_data[desc->slot];
+#endif
     }
     tensor->device.device_type = AWKWARDNAMES_DL_CPU;
     tensor->device.device_id = 0;
@@ -266,6 +273,11 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
     case AWKWARDNAMES_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case AWKWARDNAMES_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with AWKWARDNAMES_PORTABLE_KERNELS=ON";
+    case AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED:
+      return "this build keeps its weights in a file: call awkwardnames_weights_load() or awkwardnames_weights_attach() first";
+    case AWKWARDNAMES_ERROR_WEIGHTS_UNREADABLE: return "the weights file cannot be opened or read";
+    case AWKWARDNAMES_ERROR_WEIGHTS_MISMATCH:
+      return "the weights are not this model's (their size or SHA-256 differs from the generated code's)";
   }
   return "unknown status";
 }

@@ -45,10 +45,25 @@ int main(int argc, char** argv) {
   size_t k, e;
   int failures = 0;
   int variant;
+  npy_blob weights = {NULL, NULL, 0};  /* external-weights builds only; kept until exit */
 
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s GOLDEN_DIR\n", argv[0]);
+  if (argc < 2 || argc > 3) {
+    fprintf(stderr, "usage: %s GOLDEN_DIR [WEIGHTS_FILE]\n", argv[0]);
     return 2;
+  }
+  if (awkwardnames_weights_external()) {
+    /* This build reads its weights from a file: the package's, checked by its SHA-256. */
+    char error[512];
+    awkwardnames_status status;
+    if (argc != 3 || npy_read_blob(argv[2], &weights, error, sizeof(error)) != 0) {
+      fprintf(stderr, "external weights: %s\n", argc != 3 ? "pass the weights file" : error);
+      return 1;
+    }
+    status = awkwardnames_weights_attach(weights.data, weights.bytes);
+    if (status != AWKWARDNAMES_OK) {
+      fprintf(stderr, "external weights: %s\n", awkwardnames_status_string(status));
+      return 1;
+    }
   }
   memset(inputs, 0, sizeof(inputs));
   memset(expected, 0, sizeof(expected));
@@ -138,5 +153,6 @@ int main(int argc, char** argv) {
     free(outputs[0][k]);
     free(outputs[1][k]);
   }
+  npy_free_blob(&weights);  /* no context uses the weights any more */
   return failures ? 1 : 0;
 }

@@ -5,8 +5,10 @@
 /*
  * awkwardnames_cli: run AwkwardNames on .npy files.
  *
- *   awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] IN0.npy IN1.npy ...
+ *   awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...
  *
+ * --weights: the weights file, for libraries built with AWKWARDNAMES_EXTERNAL_WEIGHTS=ON
+ * (weights/awkwardnames_weights.bin in the package, share/awkwardnames/ once installed).
  * Inputs are given in model order and must match each input's dtype and shape exactly.
  * Outputs are written to DIR/output_0.npy, DIR/output_1.npy, ... in model order.
  */
@@ -31,7 +33,7 @@ static int usage(void) {
   const awkwardnames_tensor_info* info;
   size_t i;
   fprintf(stderr,
-          "usage: awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] IN0.npy ...\n"
+          "usage: awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...\n"
           "inputs, in this order:\n");
   for (i = 0; (info = awkwardnames_input_info(i)) != NULL; ++i) {
     char shape[256];
@@ -73,6 +75,8 @@ static int make_directory(const char* path) {
 
 int main(int argc, char** argv) {
   const char* output_dir = ".";
+  const char* weights_path = NULL;
+  npy_blob weights;
   long bench = 0, warmup = 1, threads = 1;
   const char* paths[AWKWARDNAMES_NUM_INPUTS + 1];
   size_t num_paths = 0;
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
 
   memset(arrays, 0, sizeof(arrays));
   memset(outputs, 0, sizeof(outputs));
+  memset(&weights, 0, sizeof(weights));
   for (i = 1; i < argc; ++i) {
     const char* arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -104,6 +109,8 @@ int main(int argc, char** argv) {
       if (!parse_count(argv[++i], &warmup)) return usage();
     } else if (strcmp(arg, "--threads") == 0 && i + 1 < argc) {
       if (!parse_count(argv[++i], &threads) || threads < 1) return usage();
+    } else if (strcmp(arg, "--weights") == 0 && i + 1 < argc) {
+      weights_path = argv[++i];
     } else if (arg[0] == '-' && arg[1] == '-') {
       fprintf(stderr, "awkwardnames_cli: unknown option %s\n", arg);
       return usage();
@@ -146,6 +153,23 @@ int main(int argc, char** argv) {
     outputs[k] = malloc(output_bytes[k] > 0 ? output_bytes[k] : 1);
     if (outputs[k] == NULL) {
       fprintf(stderr, "awkwardnames_cli: out of memory\n");
+      goto done;
+    }
+  }
+  if (awkwardnames_weights_external()) {
+    /* Read by the cli (not awkwardnames_weights_load) so that no_malloc builds work too. */
+    if (weights_path == NULL) {
+      fprintf(stderr, "awkwardnames_cli: this library reads its weights from a file: pass --weights "
+                      "weights/awkwardnames_weights.bin (share/awkwardnames/awkwardnames_weights.bin once installed)\n");
+      goto done;
+    }
+    if (npy_read_blob(weights_path, &weights, error, sizeof(error)) != 0) {
+      fprintf(stderr, "awkwardnames_cli: --weights: %s\n", error);
+      goto done;
+    }
+    status = awkwardnames_weights_attach(weights.data, weights.bytes);
+    if (status != AWKWARDNAMES_OK) {
+      fprintf(stderr, "awkwardnames_cli: --weights %s: %s\n", weights_path, awkwardnames_status_string(status));
       goto done;
     }
   }
@@ -212,6 +236,8 @@ done:
   awkwardnames_context_destroy(context);
   free(workspace);
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
+  /* The weights stay attached to the library until exit; freeing them is the last step. */
+  npy_free_blob(&weights);
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) free(outputs[k]);
   return exit_code;
 }

@@ -35,6 +35,14 @@ double npy_bfloat16(const void* data, size_t i);
  * same width as written by ml_dtypes. */
 int npy_descr_accepted(const char* want, const char* got, int raw_bits);
 double npy_element(const char* descr, const void* data, size_t i);
+/* A whole file (a weights file, not .npy) in memory whose data is 64-byte aligned. */
+typedef struct npy_blob {
+  void* block;  /* malloc'd; release with npy_free_blob */
+  void* data;
+  size_t bytes;
+} npy_blob;
+int npy_read_blob(const char* path, npy_blob* out, char* error, size_t error_bytes);
+void npy_free_blob(npy_blob* blob);
 /* "[1, 3, 224, 224]" into text. */
 void npy_shape_text(int ndim, const int64_t* shape, char* text, size_t text_bytes);
 

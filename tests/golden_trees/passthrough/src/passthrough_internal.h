@@ -98,6 +98,11 @@ extern const size_t passthrough_input_staging[];  /* arena offset for a misalign
 extern const uint32_t passthrough_output_buffers[];  /* buffer holding each output */
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t passthrough_output_extent_buffers[];
-extern const unsigned char* const passthrough_constant_data[];
+extern const unsigned char* const passthrough_constant_data[];  /* embedded weights */
+extern const size_t passthrough_constant_offsets[];  /* in the weights file */
+extern const unsigned char passthrough_weights_sha256[32];  /* of the weights file */
+/* The weights file's bytes once attached (passthrough_weights_file.c), else NULL. */
+extern const unsigned char* passthrough_attached_weights;
+#define PASSTHROUGH_WEIGHTS_FILE_BYTES 24u
 
 #endif /* PASSTHROUGH_INTERNAL_H_ */

@@ -160,6 +160,9 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
   if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
 #endif
+#ifdef PASSTHROUGH_EXTERNAL_WEIGHTS
+  if (PASSTHROUGH_WEIGHTS_FILE_BYTES > 0 && passthrough_attached_weights == NULL) return PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED;
+#endif
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
@@ -171,7 +174,11 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
       tensor->data = context->arena + desc->slot;
     } else if (desc->home == PASSTHROUGH_HOME_CONSTANT) {
       /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
+#ifdef PASSTHROUGH_EXTERNAL_WEIGHTS
+      tensor->data = (void*)(uintptr_t)(passthrough_attached_weights + passthrough_constant_offsets[desc->slot]);
+#else
       tensor->data = (void*)(uintptr_t)passthrough_constant_data[desc->slot];
+#endif
     }
     tensor->device.device_type = PASSTHROUGH_DL_CPU;
     tensor->device.device_id = 0;
@@ -266,6 +273,11 @@ const char* passthrough_status_string(passthrough_status status) {
     case PASSTHROUGH_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case PASSTHROUGH_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with PASSTHROUGH_PORTABLE_KERNELS=ON";
+    case PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED:
+      return "this build keeps its weights in a file: call passthrough_weights_load() or passthrough_weights_attach() first";
+    case PASSTHROUGH_ERROR_WEIGHTS_UNREADABLE: return "the weights file cannot be opened or read";
+    case PASSTHROUGH_ERROR_WEIGHTS_MISMATCH:
+      return "the weights are not this model's (their size or SHA-256 differs from the generated code's)";
   }
   return "unknown status";
 }

@@ -208,6 +208,42 @@ void npy_free(npy_array* array) {
   array->data = NULL;
 }
 
+int npy_read_blob(const char* path, npy_blob* out, char* error, size_t error_bytes) {
+  FILE* file = fopen(path, "rb");
+  long size;
+  memset(out, 0, sizeof(*out));
+  if (file == NULL) {
+    snprintf(error, error_bytes, "cannot open %s", path);
+    return 1;
+  }
+  if (fseek(file, 0, SEEK_END) != 0 || (size = ftell(file)) < 0 || fseek(file, 0, SEEK_SET) != 0) {
+    fclose(file);
+    snprintf(error, error_bytes, "cannot read %s", path);
+    return 1;
+  }
+  out->block = malloc((size_t)size + 64u);
+  if (out->block == NULL) {
+    fclose(file);
+    snprintf(error, error_bytes, "out of memory for %s (%ld bytes)", path, size);
+    return 1;
+  }
+  out->data = (unsigned char*)out->block + (64u - (uintptr_t)out->block % 64u) % 64u;
+  out->bytes = (size_t)size;
+  if (fread(out->data, 1, out->bytes, file) != out->bytes) {
+    fclose(file);
+    npy_free_blob(out);
+    snprintf(error, error_bytes, "cannot read %s", path);
+    return 1;
+  }
+  fclose(file);
+  return 0;
+}
+
+void npy_free_blob(npy_blob* blob) {
+  free(blob->block);
+  memset(blob, 0, sizeof(*blob));
+}
+
 static double half_to_double(uint16_t h) {
   int exponent = (h >> 10) & 0x1f;
   int mantissa = h & 0x3ff;

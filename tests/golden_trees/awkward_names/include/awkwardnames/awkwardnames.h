@@ -68,7 +68,10 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in awkwardnames_context_create */
   AWKWARDNAMES_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see awkwardnames_last_error */
   AWKWARDNAMES_ERROR_THREADS = 8,               /* built without threads, thread start failed, or count out of range */
-  AWKWARDNAMES_ERROR_UNSUPPORTED_CPU = 9        /* the linked kernel objects need instructions this CPU lacks */
+  AWKWARDNAMES_ERROR_UNSUPPORTED_CPU = 9,       /* the linked kernel objects need instructions this CPU lacks */
+  AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no awkwardnames_weights_load/attach yet */
+  AWKWARDNAMES_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
+  AWKWARDNAMES_ERROR_WEIGHTS_MISMATCH = 12      /* external weights: size or SHA-256 is not this model's */
 } awkwardnames_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -198,6 +201,22 @@ AWKWARDNAMES_API awkwardnames_status awkwardnames_run_buffers(awkwardnames_conte
                                           const size_t* input_bytes, size_t num_inputs,
                                           void* const* outputs, const size_t* output_bytes,
                                           size_t num_outputs);
+
+/* Weights. By default they are compiled into the library. Configured with
+ * AWKWARDNAMES_EXTERNAL_WEIGHTS=ON (CMake), the library instead reads the file
+ * weights/awkwardnames_weights.bin (0 bytes; installed to share/awkwardnames/), once per process,
+ * before the first context is made:
+ *   - awkwardnames_weights_load(path) maps (POSIX) or reads it and checks its size and SHA-256;
+ *   - awkwardnames_weights_attach(data, bytes) uses bytes already in memory (flash, your own
+ *     mapping; 64-byte aligned, kept valid while contexts exist) after the same check.
+ * Both return OK without doing anything when the weights are built in, so code that calls
+ * them works with either build. Not thread-safe: call them before starting threads. */
+#define AWKWARDNAMES_WEIGHTS_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+AWKWARDNAMES_API int awkwardnames_weights_external(void);  /* 1: this build reads a weights file */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_weights_attach(const void* data, size_t bytes);
+#ifndef AWKWARDNAMES_NO_MALLOC
+AWKWARDNAMES_API awkwardnames_status awkwardnames_weights_load(const char* path);
+#endif
 
 /* What went wrong in the last call on this context ("" after success). */
 AWKWARDNAMES_API const char* awkwardnames_last_error(const awkwardnames_context* context);

@@ -172,6 +172,18 @@ class Model {
   /* Elements output `index` had in the last run. */
   std::size_t output_elements(std::size_t index) const { return awkwardnames_output_num_elements(context_, index); }
 
+#ifndef AWKWARDNAMES_NO_MALLOC
+  /* External-weights builds: map the weights file once, before the first Model (see
+   * awkwardnames_weights_load). Does nothing when the weights are built in. */
+  static void load_weights(const char* path) {
+    awkwardnames_status status = awkwardnames_weights_load(path);
+    if (status != AWKWARDNAMES_OK) {
+      throw Error(status, std::string("awkwardnames: cannot load weights from ") + path + ": " +
+                              awkwardnames_status_string(status));
+    }
+  }
+#endif
+
   /* 1 (default) to 64 threads for this Model's kernels; see awkwardnames_context_set_threads. */
   void set_threads(int threads) { check(awkwardnames_context_set_threads(context_, threads), "cannot set threads"); }
   int threads() const noexcept { return awkwardnames_context_threads(context_); }

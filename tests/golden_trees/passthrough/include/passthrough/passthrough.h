@@ -68,7 +68,10 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_OUT_OF_MEMORY = 6,         /* malloc failed in passthrough_context_create */
   PASSTHROUGH_ERROR_KERNEL_FAILED = 7,         /* a kernel reported an error; see passthrough_last_error */
   PASSTHROUGH_ERROR_THREADS = 8,               /* built without threads, thread start failed, or count out of range */
-  PASSTHROUGH_ERROR_UNSUPPORTED_CPU = 9        /* the linked kernel objects need instructions this CPU lacks */
+  PASSTHROUGH_ERROR_UNSUPPORTED_CPU = 9,       /* the linked kernel objects need instructions this CPU lacks */
+  PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no passthrough_weights_load/attach yet */
+  PASSTHROUGH_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
+  PASSTHROUGH_ERROR_WEIGHTS_MISMATCH = 12      /* external weights: size or SHA-256 is not this model's */
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -192,6 +195,22 @@ PASSTHROUGH_API passthrough_status passthrough_run_buffers(passthrough_context* 
                                           const size_t* input_bytes, size_t num_inputs,
                                           void* const* outputs, const size_t* output_bytes,
                                           size_t num_outputs);
+
+/* Weights. By default they are compiled into the library. Configured with
+ * PASSTHROUGH_EXTERNAL_WEIGHTS=ON (CMake), the library instead reads the file
+ * weights/passthrough_weights.bin (24 bytes; installed to share/passthrough/), once per process,
+ * before the first context is made:
+ *   - passthrough_weights_load(path) maps (POSIX) or reads it and checks its size and SHA-256;
+ *   - passthrough_weights_attach(data, bytes) uses bytes already in memory (flash, your own
+ *     mapping; 64-byte aligned, kept valid while contexts exist) after the same check.
+ * Both return OK without doing anything when the weights are built in, so code that calls
+ * them works with either build. Not thread-safe: call them before starting threads. */
+#define PASSTHROUGH_WEIGHTS_SHA256 "63f3d202f7d7f6b42dac099be112e7619f8b8898eaf4e9b3293a70bd7695cf93"
+PASSTHROUGH_API int passthrough_weights_external(void);  /* 1: this build reads a weights file */
+PASSTHROUGH_API passthrough_status passthrough_weights_attach(const void* data, size_t bytes);
+#ifndef PASSTHROUGH_NO_MALLOC
+PASSTHROUGH_API passthrough_status passthrough_weights_load(const char* path);
+#endif
 
 /* What went wrong in the last call on this context ("" after success). */
 PASSTHROUGH_API const char* passthrough_last_error(const passthrough_context* context);

@@ -163,6 +163,18 @@ class Model {
   /* Elements output `index` had in the last run. */
   std::size_t output_elements(std::size_t index) const { return passthrough_output_num_elements(context_, index); }
 
+#ifndef PASSTHROUGH_NO_MALLOC
+  /* External-weights builds: map the weights file once, before the first Model (see
+   * passthrough_weights_load). Does nothing when the weights are built in. */
+  static void load_weights(const char* path) {
+    passthrough_status status = passthrough_weights_load(path);
+    if (status != PASSTHROUGH_OK) {
+      throw Error(status, std::string("passthrough: cannot load weights from ") + path + ": " +
+                              passthrough_status_string(status));
+    }
+  }
+#endif
+
   /* 1 (default) to 64 threads for this Model's kernels; see passthrough_context_set_threads. */
   void set_threads(int threads) { check(passthrough_context_set_threads(context_, threads), "cannot set threads"); }
   int threads() const noexcept { return passthrough_context_threads(context_); }

@@ -1,0 +1,143 @@
+"""Large weights: generation and build cost with embedded weights and with external weights.
+
+    .venv/bin/python tools/large_weights.py            # 64 MB and 512 MB, writes docs/large_weights.md
+    .venv/bin/python tools/large_weights.py --sizes 64 # one size, prints the table only
+
+For each size, one dense layer (``model_zoo.large_dense``) goes through `relay2cmake gen`, a
+CMake build with the weights compiled in (2 jobs), a build with `<P>_EXTERNAL_WEIGHTS=ON`, and
+one cli run of each (process start to exit: the external run maps the file and checks its
+SHA-256). Peak memory is the largest resident set of any process of a step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def measure(cmd: list) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of ``cmd`` and its descendants, in a fresh process so
+    that earlier steps do not count."""
+    probe = (
+        "import resource, subprocess, sys, time, json\n"
+        "start = time.perf_counter()\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "seconds = time.perf_counter() - start\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(json.dumps({'rc': done.returncode, 's': seconds, 'mb': peak, 'err': done.stderr[-2000:]}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True, check=True
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if report["rc"] != 0:
+        raise RuntimeError(f"{cmd[:3]} failed: {report['err']}")
+    return report["s"], report["mb"]
+
+
+def one_size(megabytes: int, work: Path) -> dict:
+    import numpy as np
+    import onnx
+    from model_zoo import large_dense
+
+    model = work / f"dense{megabytes}.onnx"
+    onnx.save(
+        large_dense(megabytes), str(model), save_as_external_data=True, location=f"dense{megabytes}.bin"
+    )
+    package, row = work / f"pkg{megabytes}", {"megabytes": megabytes}
+    cmake = str(Path(sys.executable).parent / "cmake")
+    row["gen_s"], row["gen_mb"] = measure([sys.executable, "-m", "relay2cmake", "gen", model, "-o", package,
+                                           "--name", f"Dense{megabytes}", "--force"])  # fmt: skip
+    meta = json.loads((package / "metadata.json").read_text())
+    row["weight_bytes"] = meta["memory"]["weight_bytes"]
+    row["package_mb"] = sum(p.stat().st_size for p in package.rglob("*") if p.is_file()) / 2**20
+    prefix = meta["package"]["prefix"]
+    side = meta["inputs"][0]["shape"][1]
+    np.save(work / "x.npy", np.ones((1, side), dtype=np.float32))
+    for mode in ("embedded", "external"):
+        build = work / f"build{megabytes}_{mode}"
+        flag = "ON" if mode == "external" else "OFF"
+        subprocess.run([cmake, "-S", package, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                        f"-D{prefix.upper()}_EXTERNAL_WEIGHTS={flag}", f"-D{prefix.upper()}_BUILD_TESTS=OFF"],
+                       check=True, capture_output=True)  # fmt: skip
+        row[f"{mode}_build_s"], row[f"{mode}_build_mb"] = measure(
+            [cmake, "--build", build, "--parallel", "2"]
+        )
+        row[f"{mode}_library_mb"] = (build / f"lib{prefix}.a").stat().st_size / 2**20
+        weights = ["--weights", package / "weights" / f"{prefix}_weights.bin"] if mode == "external" else []
+        row[f"{mode}_run_s"], row[f"{mode}_run_mb"] = measure(
+            [build / f"{prefix}_cli", *weights, "--output-dir", work / f"out_{mode}", work / "x.npy"]
+        )
+    same = (work / "out_embedded" / "output_0.npy").read_bytes() == (
+        work / "out_external" / "output_0.npy"
+    ).read_bytes()
+    row["same_outputs"] = same
+    return row
+
+
+def table(rows: list[dict]) -> list[str]:
+    lines = [
+        "| weights | gen s | gen peak MB | package MB | build s (embedded) | build peak MB | library MB "
+        "| build s (external) | library MB | cli run s (embedded) | cli run s (external: read + SHA-256) "
+        "| same outputs |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        size = r["weight_bytes"] / 2**20
+        lines.append(
+            f"| {size:.0f} MB | {r['gen_s']:.1f} | {r['gen_mb']:.0f} | {r['package_mb']:.0f} "
+            f"| {r['embedded_build_s']:.1f} | {r['embedded_build_mb']:.0f} | {r['embedded_library_mb']:.0f} "
+            f"| {r['external_build_s']:.1f} | {r['external_library_mb']:.1f} "
+            f"| {r['embedded_run_s']:.3f} | {r['external_run_s']:.3f} "
+            f"| {'yes' if r['same_outputs'] else 'NO'} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], help="weights in MB")
+    parser.add_argument("--out", default=None, help="Markdown report (default: docs/large_weights.md)")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for size in args.sizes:
+            started = time.perf_counter()
+            rows.append(one_size(size, Path(folder)))
+            print(f"{size} MB done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    lines = table(rows)
+    print("\n".join(lines))
+    out = (
+        Path(args.out)
+        if args.out
+        else (ROOT / "docs" / "large_weights.md" if args.sizes == [64, 512] else None)
+    )
+    if out is not None:
+        header = [
+            "# Large weights",
+            "",
+            f"Produced by `tools/large_weights.py` on a {os.cpu_count()}-core machine (gcc 12, "
+            "-O2 Release, 2 build jobs). One dense layer per size; the cli run is a whole process: start,",
+            "load, one inference, write the output. Embedded weights are 64-byte-aligned string literals in",
+            "16 MB shards (`src/<p>_weights_<i>.c`); external weights are `weights/<p>_weights.bin`,",
+            "which the cli reads (`--weights`) and the library checks against the size and SHA-256",
+            "compiled into the code (`<p>_weights_load` would map it instead).",
+            "",
+        ]
+        out.write_text("\n".join(header + lines) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
