@@ -198,6 +198,27 @@ def _bad_model(kind: str, folder):
         onnx.save(model, path, save_as_external_data=True, location="w.bin", size_threshold=0)
         (folder / "w.bin").unlink()
         return folder / "m.onnx", "keeps weights in external data that cannot be read"
+    elif kind == "over 2 GiB of weights":
+        # Two 1.1 GiB external tensors in sparse files: nothing is read before the refusal.
+        side = 17000
+        for name in ("w1", "w2"):
+            with open(folder / f"{name}.bin", "wb") as stream:
+                stream.truncate(side * side * 4)
+        initializers = []
+        for name in ("w1", "w2"):
+            tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[side, side])
+            tensor.data_location = TensorProto.EXTERNAL
+            entries = {"location": f"{name}.bin", "offset": "0", "length": str(side * side * 4)}
+            for key, value in entries.items():
+                tensor.external_data.add(key=key, value=value)
+            initializers.append(tensor)
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, side])
+        layers = (("x", "w1", "h"), ("h", "w2", "y"))
+        nodes = [helper.make_node("MatMul", [a, w], [out]) for a, w, out in layers]
+        graph = helper.make_graph(nodes, "huge", [x], [y], initializers)
+        model = helper.make_model(graph, opset_imports=opset17)
+        expected = "GiB of weights; relay2cmake reads models through protobuf, which stops at 2 GiB"
     else:
         raise AssertionError(kind)
     onnx.save(model, str(folder / "m.onnx"))
@@ -207,7 +228,7 @@ def _bad_model(kind: str, folder):
 @pytest.mark.parametrize(
     "kind",
     ["opset too new", "no outputs", "string tensors", "4-bit tensors", "custom domain", "sequence output",
-     "missing external data"],
+     "missing external data", "over 2 GiB of weights"],
 )  # fmt: skip
 def test_models_relay2cmake_cannot_compile(kind, tmp_path):
     path, expected = _bad_model(kind, tmp_path)

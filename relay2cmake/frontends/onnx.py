@@ -50,6 +50,14 @@ def _load(path: Path) -> onnx.ModelProto:
         ) from None
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{str(path)!r} holds no ONNX graph (no nodes, no outputs); is it an ONNX model?")
+    weight_bytes = _initializer_bytes(model, path.parent)
+    if weight_bytes >= PROTOBUF_LIMIT:
+        # ONNX's checker and shape inference, and TVM's importer, all serialize the model.
+        raise ModelError(
+            f"{str(path)!r} holds {weight_bytes / 2**30:.2f} GiB of weights; relay2cmake reads models "
+            "through protobuf, which stops at 2 GiB even when the weights are external data. Models this "
+            "large are not supported yet (split the model, or store the weights in a smaller type)."
+        )
     try:
         onnx.load_external_data_for_model(model, str(path.parent))
     except Exception as exc:  # OSError, or onnx's ValidationError for a missing or unsafe path
@@ -58,6 +66,26 @@ def _load(path: Path) -> onnx.ModelProto:
             "Keep the data files next to the model, as ONNX expects."
         ) from None
     return model
+
+
+PROTOBUF_LIMIT = 2**31 - 2**20  # protobuf's 2 GiB message limit, less room for the graph itself
+
+
+def _initializer_bytes(model: onnx.ModelProto, folder: Path) -> int:
+    """Bytes of all initializers, counting external data by its recorded length (or file size)
+    without reading it."""
+    total = 0
+    for tensor in model.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            total += tensor.ByteSize()
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        if "length" in info:
+            total += int(info["length"])
+        else:
+            location = folder / info.get("location", "")
+            total += max(location.stat().st_size - int(info.get("offset", 0)), 0) if location.is_file() else 0
+    return total
 
 
 def _check(model: onnx.ModelProto, path: Path) -> None:
