@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -64,8 +65,13 @@ def test_weight_shards_align_every_constant():
     for constant, place in zip(constants, placements, strict=True):
         assert place.offset % 64 == 0
         assert shards[0].data[place.offset : place.offset + len(constant.data)] == constant.data
-    source = weights.shard_source("m", shards[0], "/* x */\n")
+    source = b"".join(weights.shard_source("m", shards[0], "/* x */\n")).decode("ascii")
     assert f"m_weights_0[{len(shards[0].data) + 1}]" in source
+    # The literal spells exactly the shard's bytes, and the statement ends the file.
+    literal = source.split("=\n", 1)[1]
+    assert literal.endswith('";\n')
+    spelled = bytes(int(h, 16) for h in re.findall(r"\\x([0-9a-f]{2})", literal))
+    assert spelled == shards[0].data
 
 
 def test_weight_shards_split_large_models(monkeypatch):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +112,18 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
     }
 
 
+# A file's bytes, or a function that yields them in pieces while the file is written (large
+# files: the C text of the weights).
+Content = bytes | Callable[[], Iterable[bytes]]
+
+
 def render_package(
     identity: PackageIdentity,
     plan: PackagePlan,
     lowered: LoweredModel,
     golden: GoldenData,
     operators: tuple[str, ...],
-) -> dict[str, bytes]:
+) -> dict[str, Content]:
     shards, placements = weights.layout(plan.constants)
     weights_file = weights.weights_file(shards)
     context = build_context(identity, plan, shards, placements, weights_file, golden)
@@ -129,8 +136,9 @@ def render_package(
     for arch, object_set in lowered.objects.items():
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
     for shard in shards:
-        files[f"src/{prefix}_weights_{shard.index}.c"] = weights.shard_source(prefix, shard, banner).encode(
-            "ascii"
+        # Rendered while writing, one at a time: the C text is 4x the weights.
+        files[f"src/{prefix}_weights_{shard.index}.c"] = functools.partial(
+            weights.shard_source, prefix, shard, banner
         )
     # The same bytes again, for builds configured with <P>_EXTERNAL_WEIGHTS=ON.
     files[context["weights_file"]] = weights_file.data
@@ -162,7 +170,7 @@ def check_output_dir(out: Path, force: bool) -> None:
         raise UserError(f"Cannot write to {str(out)!r}: permission denied.")
 
 
-def write_package(out: Path, files: dict[str, bytes], force: bool) -> None:
+def write_package(out: Path, files: dict[str, Content], force: bool) -> None:
     """Write into a fresh sibling folder, then swap it in: a failure leaves ``out`` as it was."""
     check_output_dir(out, force)
     out = out.resolve()
@@ -171,10 +179,12 @@ def write_package(out: Path, files: dict[str, bytes], force: bool) -> None:
     except OSError as exc:
         raise UserError(f"Cannot write next to {str(out)!r}: {exc.strerror}.") from None
     try:
-        for relative, data in sorted(files.items()):
+        for relative, content in sorted(files.items()):
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            with path.open("wb") as stream:
+                for piece in content() if callable(content) else (content,):
+                    stream.write(piece)
         staging.chmod(0o755)
         if out.exists():
             shutil.rmtree(out)

@@ -8,6 +8,7 @@ Constants are grouped into shards of at most SHARD_BYTES so that builds run in p
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,13 +66,14 @@ def weights_file(shards: list[Shard]) -> WeightsFile:
     return WeightsFile(bytes(data), tuple(starts), hashlib.sha256(data).digest())
 
 
-def shard_source(prefix: str, shard: Shard, banner: str) -> str:
+_CHUNK_BYTES = 1 << 20  # weights escaped per step: bounds the memory a shard needs
+
+
+def shard_source(prefix: str, shard: Shard, banner: str) -> Iterator[bytes]:
+    """The shard as C, in pieces: 32 bytes per line as ``"\\x12..."``, escaped with NumPy a
+    megabyte at a time (a constant can be far larger than a shard, and its C text is 4x)."""
     symbol = f"{prefix}_weights_{shard.index}"
-    escaped = _ESCAPES[np.frombuffer(shard.data, dtype=np.uint8)].reshape(-1)
-    text = escaped.tobytes().decode("ascii")
-    width = _LINE_BYTES * 4
-    lines = "\n".join(f'  "{text[i : i + width]}"' for i in range(0, len(text), width)) or '  ""'
-    return (
+    yield (
         f"{banner}"
         f"/* {len(shard.data)} bytes of weights, 64-byte aligned. One extra byte holds the string's NUL. */\n"
         "#if defined(_MSC_VER)\n"
@@ -83,5 +85,24 @@ def shard_source(prefix: str, shard: Shard, banner: str) -> str:
         "#endif\n"
         f"extern const unsigned char {symbol}[{len(shard.data) + 1}];\n"
         f"WEIGHTS_ALIGNED const unsigned char {symbol}[{len(shard.data) + 1}] =\n"
-        f"{lines};\n"
-    )
+    ).encode("ascii")
+    if not shard.data:
+        yield b'  "";\n'
+        return
+    data = np.frombuffer(shard.data, dtype=np.uint8)
+    for start in range(0, len(data), _CHUNK_BYTES):
+        piece = _lines(data[start : start + _CHUNK_BYTES])
+        yield piece if start + _CHUNK_BYTES < len(data) else piece[:-1] + b";\n"
+
+
+def _lines(data: np.ndarray) -> bytes:
+    """``  "\\x..\\x.."\\n`` per 32 bytes (the last line may be shorter)."""
+    escaped = _ESCAPES[data].reshape(-1)
+    width = _LINE_BYTES * 4
+    full = len(escaped) // width
+    lines = np.empty((full, width + 5), dtype=np.uint8)  # two spaces, quote, escapes, quote, newline
+    lines[:, :3] = np.frombuffer(b'  "', dtype=np.uint8)
+    lines[:, 3 : 3 + width] = escaped[: full * width].reshape(full, width)
+    lines[:, 3 + width :] = np.frombuffer(b'"\n', dtype=np.uint8)
+    rest = escaped[full * width :].tobytes()
+    return lines.tobytes() + (b'  "' + rest + b'"\n' if rest else b"")

@@ -1,0 +1,136 @@
+"""Where a model's time goes: every kernel the package would call, scheduled and built for
+one target as `gen` does, timed alone (TVM's time_evaluator, one thread), times its calls.
+
+    .venv/bin/python benchmarks/kernels.py mobilenet            # a benchmark model by name
+    .venv/bin/python benchmarks/kernels.py path/to/model.onnx --target x86_64:native --top 15
+
+Prints kernels by total time, with GFLOPS for the ones whose work is known (multiply-adds
+of matmul/conv blocks, counted from the TIR loop nest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _model_path(name: str, folder: Path) -> Path:
+    if name.endswith(".onnx"):
+        return Path(name)
+    import models
+    import onnx
+
+    path = folder / f"{name}.onnx"
+    onnx.save(getattr(models, name)(), str(path))
+    return path
+
+
+def _calls(main) -> Counter:
+    import tvm
+    from tvm import relax
+
+    counts: Counter = Counter()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.GlobalVar):
+            counts[expr.op.name_hint] += 1
+
+    relax.analysis.post_order_visit(main, visit)
+    return counts
+
+
+def _multiply_adds(func) -> int:
+    """Iterations of blocks that accumulate a product (C[...] += A[...] * B[...])."""
+    import tvm
+
+    total = 0
+
+    def visit(node):
+        nonlocal total
+        if isinstance(node, tvm.tirx.BlockRealize) and node.block.init is not None:
+            body = str(node.block.body)
+            if "*" in body:
+                extent = 1
+                for iv in node.block.iter_vars:
+                    extent *= int(iv.dom.extent)
+                total += extent
+
+    tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
+    return total
+
+
+def _arguments(func, device):
+    import tvm
+
+    rng = np.random.default_rng(0)
+    arrays = []
+    for param in func.params:
+        buffer = func.buffer_map[param]
+        shape = [int(d) for d in buffer.shape]
+        dtype = str(buffer.dtype)
+        data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
+        arrays.append(tvm.runtime.tensor(data, device))
+    return arrays
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "model", help="a benchmarks/models.py name (mobilenet, resnet50, ...) or an .onnx file"
+    )
+    parser.add_argument("--target", default="x86_64", help="kernel set, as gen --target (default x86_64)")
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args()
+
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.frontends import import_model
+    from relay2cmake.lowering import rewrite_relax
+    from relay2cmake.schedules import ScheduleOptions, schedule_module
+    from relay2cmake.targets import parse_targets
+
+    target = parse_targets([args.target])[-1]
+    with tempfile.TemporaryDirectory() as folder:
+        imported = import_model(_model_path(args.model, Path(folder)), {})
+    c_target = tvm.target.Target("c")
+    with c_target:
+        lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module))
+    calls = _calls(lowered["main"])
+    prims = tvm.IRModule({gv: lowered[gv] for gv in lowered.get_global_vars() if gv.name_hint in calls})
+    scheduled, names = schedule_module(
+        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=False)
+    )
+    device = tvm.cpu()
+    rows = []
+    for gv in scheduled.get_global_vars():
+        func = scheduled[gv]
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+        evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
+        seconds = float(np.median(evaluator(*_arguments(func, device)).results))
+        work = _multiply_adds(prims[gv.name_hint])
+        rows.append((seconds * calls[gv.name_hint], gv.name_hint, calls[gv.name_hint], seconds, work))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"{args.model} ({target.label}, 1 thread): {total * 1e3:.2f} ms in {len(rows)} kernels")
+    print(f"{'kernel':48} {'calls':>5} {'ms each':>9} {'ms total':>9} {'share':>6} {'GFLOPS':>7} scheduled")
+    for spent, name, count, seconds, work in rows[: args.top]:
+        gflops = f"{2 * work / seconds / 1e9:7.1f}" if work else "      -"
+        print(
+            f"{name[:48]:48} {count:5d} {seconds * 1e3:9.3f} {spent * 1e3:9.3f} {spent / total:6.1%} "
+            f"{gflops} {'yes' if name in names else 'no'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
