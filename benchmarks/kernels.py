@@ -4,8 +4,7 @@ one target as `gen` does, timed alone (TVM's time_evaluator, one thread), times 
     .venv/bin/python benchmarks/kernels.py mobilenet            # a benchmark model by name
     .venv/bin/python benchmarks/kernels.py path/to/model.onnx --target x86_64:native --top 15
 
-Prints kernels by total time, with GFLOPS for the ones whose work is known (multiply-adds
-of matmul/conv blocks, counted from the TIR loop nest).
+Prints kernels by total time, with GFLOPS from TVM's estimate of each kernel's work.
 """
 
 from __future__ import annotations
@@ -47,24 +46,15 @@ def _calls(main) -> Counter:
     return counts
 
 
-def _multiply_adds(func) -> int:
-    """Iterations of blocks that accumulate a product (C[...] += A[...] * B[...])."""
+def _flops(func) -> float:
+    """TVM's own estimate of the floating-point work of a PrimFunc (0 when it cannot tell)."""
     import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
 
-    total = 0
-
-    def visit(node):
-        nonlocal total
-        if isinstance(node, tvm.tirx.BlockRealize) and node.block.init is not None:
-            body = str(node.block.body)
-            if "*" in body:
-                extent = 1
-                for iv in node.block.iter_vars:
-                    extent *= int(iv.dom.extent)
-                total += extent
-
-    tvm.tirx.stmt_functor.post_order_visit(func.body, visit)
-    return total
+    try:
+        return float(estimate_tir_flops(tvm.IRModule({"main": func})))
+    except Exception:
+        return 0.0
 
 
 def _arguments(func, device):
@@ -72,10 +62,9 @@ def _arguments(func, device):
 
     rng = np.random.default_rng(0)
     arrays = []
-    for param in func.params:
-        buffer = func.buffer_map[param]
-        shape = [int(d) for d in buffer.shape]
-        dtype = str(buffer.dtype)
+    for param in func.params:  # TVM 0.27: a PrimFunc's parameters are its buffers
+        shape = [int(d) for d in param.shape]
+        dtype = str(param.dtype)
         data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
         arrays.append(tvm.runtime.tensor(data, device))
     return arrays
@@ -118,14 +107,14 @@ def main() -> None:
         library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
         evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device)).results))
-        work = _multiply_adds(prims[gv.name_hint])
+        work = _flops(prims[gv.name_hint])
         rows.append((seconds * calls[gv.name_hint], gv.name_hint, calls[gv.name_hint], seconds, work))
     rows.sort(reverse=True)
     total = sum(r[0] for r in rows)
     print(f"{args.model} ({target.label}, 1 thread): {total * 1e3:.2f} ms in {len(rows)} kernels")
     print(f"{'kernel':48} {'calls':>5} {'ms each':>9} {'ms total':>9} {'share':>6} {'GFLOPS':>7} scheduled")
     for spent, name, count, seconds, work in rows[: args.top]:
-        gflops = f"{2 * work / seconds / 1e9:7.1f}" if work else "      -"
+        gflops = f"{work / seconds / 1e9:7.1f}" if work else "      -"
         print(
             f"{name[:48]:48} {count:5d} {seconds * 1e3:9.3f} {spent * 1e3:9.3f} {spent / total:6.1%} "
             f"{gflops} {'yes' if name in names else 'no'}"

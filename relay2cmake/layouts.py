@@ -66,10 +66,13 @@ def _qualifies(call, weight) -> bool:
         and shape[0] % PACK == 0
         and attrs.out_dtype in ("", "float32", None)
         and all(hasattr(d, "value") for d in call.args[0].ty.shape.values)
-        # A packed tile spans 4 or 6 output columns: narrower images (14, 7) keep more
-        # channels per tile with the OIHW schedule instead (measured: a 7-column packed
-        # tile, 14 AVX2 accumulators, runs at half the speed).
-        and (_output_width(call) % 4 == 0 or _output_width(call) % 2 == 0)
+        # A packed tile spans 4 or 6 output columns, 2 x 2 pixels (14 wide), or one row of 7
+        # pixels with fewer channels (7 wide, stride 1: strided, it ran at 10 GFLOPS); other
+        # widths keep the OIHW schedule.
+        and (
+            _output_width(call) % 2 == 0
+            or (_output_width(call) % 7 == 0 and all(int(s) == 1 for s in attrs.strides))
+        )
     )
 
 

@@ -132,6 +132,8 @@ CONV_TILE = (8, 1)  # output channels x vectors of output columns per register t
 # Output columns per register tile of a packed convolution, by vector width: the tile holds
 # columns x (16 / lanes) accumulators, which must leave registers for the weights.
 PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
+RC_UNROLL = 4  # input channels per trip of a 1x1 packed convolution's reduction loop
+SEVEN = 7  # output width of the last stage of ImageNet networks (224 / 32)
 
 
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
@@ -166,13 +168,30 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
     write_back = _fold_epilogue(sch, block)
     f0, f1 = sch.split(f, [None, PACK])
     pixels = PACKED_COLUMNS.get(options.vector_lanes, 4)
-    columns = _divisor(_extent(sch, x), pixels)
-    rows = _divisor(_extent(sch, y), pixels // columns) if columns < 4 else 1
-    y0, y1 = sch.split(y, [None, rows])  # narrow images (14 wide): a 2 x 2 pixel tile
-    x0, x1 = sch.split(x, [None, columns])
-    outer = [n, f0, y0]
-    sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f1)
+    width = _extent(sch, x)
+    if width % 2 == 1 and width % SEVEN == 0:
+        # 7-wide images (ResNet's and MobileNet's last stage): a row of 7 pixels, with only
+        # as many channels as keep 7 x channels / lanes accumulators in registers.
+        lanes = min(options.vector_lanes, PACK)
+        f1, f2 = sch.split(f1, [None, lanes])
+        y0, y1 = sch.split(y, [None, 1])
+        x0, x1 = sch.split(x, [None, SEVEN])
+        outer = [n, f0, f1, y0]
+        sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f2)
+        f1 = f2
+    else:
+        columns = _divisor(width, pixels)
+        rows = _divisor(_extent(sch, y), pixels // columns) if columns < 4 else 1
+        y0, y1 = sch.split(y, [None, rows])  # narrow images (14 wide): a 2 x 2 pixel tile
+        x0, x1 = sch.split(x, [None, columns])
+        outer = [n, f0, y0]
+        sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f1)
     sch.reverse_compute_at(write_back, x0)
+    reduction = rc
+    if _extent(sch, ry) * _extent(sch, rx) == 1:
+        # 1x1: unroll input channels instead, so each trip does more than one tile update.
+        reduction, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
+        sch.unroll(rc1)
     sch.unroll(ry)
     sch.unroll(rx)
     sch.unroll(y1)
@@ -181,7 +200,7 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(f1)
     if options.parallel:
         sch.parallel(sch.fuse(*outer))
-    init = sch.decompose_reduction(block, rc)
+    init = sch.decompose_reduction(block, reduction)
     if options.vectorize:
         sch.vectorize(sch.get_loops(init)[-1])
 

@@ -394,13 +394,17 @@ def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int 
 
 def conv_family() -> onnx.ModelProto:
     """The convolutions the default schedules target, each with a fused epilogue:
-    3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add, odd widths."""
+    3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add, 7-wide 1x1
+    and 3x3 (the one-row packed tile), odd widths."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
         "c2": [helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"])],
         "dw": [helper.make_node("Relu", ["dw"], ["r3"])],
         "pw": [helper.make_node("Add", ["pw", "r3"], ["sum"])],
+        "s7": [helper.make_node("Relu", ["s7"], ["r7"])],
+        "p7": [helper.make_node("Relu", ["p7"], ["rp7"])],
+        "q7": [helper.make_node("Add", ["q7", "r7"], ["sum7"])],
         "odd": [helper.make_node("GlobalAveragePool", ["odd"], ["y"])],
     }
     for args in [
@@ -408,7 +412,10 @@ def conv_family() -> onnx.ModelProto:
         ("c2", "r1", "c2", 16, 32, 3, 2),
         ("dw", "r2", "dw", 32, 32, 3, 1, 32),
         ("pw", "r3", "pw", 32, 32, 1),
-        ("odd", "sum", "odd", 32, 24, 3),
+        ("s7", "sum", "s7", 32, 32, 3, 2),
+        ("p7", "r7", "p7", 32, 32, 1),
+        ("q7", "rp7", "q7", 32, 32, 3),
+        ("odd", "sum7", "odd", 32, 24, 3),
     ]:
         node, weights = _conv(*args)
         nodes += [node, *epilogues[args[0]]]
@@ -417,7 +424,7 @@ def conv_family() -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "conv_family",
-        [_float_info("x", [1, 3, 28, 28])],  # widths 28 and 14: both packed tiles
+        [_float_info("x", [1, 3, 28, 28])],  # widths 28, 14 and 7: every packed tile
         [_float_info("y", [1, 24, 1, 1])],
         initializer=inits,
     )
