@@ -121,11 +121,30 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
 
 def _parallel_padding(sch, block, options: ScheduleOptions) -> None:
     """The padding stage stays its own cheap loop nest (inlined into the tile's loads it
-    costs 4x); its batch and channel loops run in parallel."""
+    costs 4x); its batch and channel loops run in parallel. Without padding (1x1 and
+    unpadded convolutions) the stage is a plain copy of the input, and is inlined."""
     for producer in sch.get_producers(block):
+        if _is_plain_copy(sch, producer):
+            sch.compute_inline(producer)
+            continue
         loops = sch.get_loops(producer)
         if options.parallel and len(loops) >= 3:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def _is_plain_copy(sch, block) -> bool:
+    """``out[i, j, ...] = in[i, j, ...]`` over the whole of ``in``: no padding, no arithmetic."""
+    import tvm
+
+    stmt = sch.get(block)
+    body = stmt.body
+    # (TVM 0.27 exposes BufferLoad as a constructor function, so compare the type's name.)
+    if not isinstance(body, tvm.tirx.BufferStore) or type(body.value).__name__ != "BufferLoad":
+        return False
+    source, target = body.value.buffer, body.buffer
+    return [int(d) for d in source.shape] == [int(d) for d in target.shape] and str(
+        body.value.indices
+    ) == str(body.indices)
 
 
 CONV_TILE = (8, 1)  # output channels x vectors of output columns per register tile
