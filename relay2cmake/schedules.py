@@ -151,7 +151,13 @@ CONV_TILE = (8, 1)  # output channels x vectors of output columns per register t
 # Output columns per register tile of a packed convolution, by vector width: the tile holds
 # columns x (16 / lanes) accumulators, which must leave registers for the weights.
 PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
+# With a kernel window (3x3...) the unrolled window multiplies the live values: AVX-512's
+# 12-column tiles spilled there (45 against 98 GFLOPS with 6 columns, ResNet-50).
+WINDOW_COLUMNS = 6
 RC_UNROLL = 4  # input channels per trip of a 1x1 packed convolution's reduction loop
+# Only where measured to help: AVX2 (8 lanes, 12 accumulators). With AVX-512's 12-column
+# tiles the unrolled loop spilled and ran 4x slower; NEON's 24 accumulators are untried.
+RC_UNROLL_LANES = (8,)
 SEVEN = 7  # output width of the last stage of ImageNet networks (224 / 32)
 
 
@@ -187,6 +193,8 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
     write_back = _fold_epilogue(sch, block)
     f0, f1 = sch.split(f, [None, PACK])
     pixels = PACKED_COLUMNS.get(options.vector_lanes, 4)
+    if _extent(sch, ry) * _extent(sch, rx) > 1:
+        pixels = min(pixels, WINDOW_COLUMNS)
     width = _extent(sch, x)
     if width % 2 == 1 and width % SEVEN == 0:
         # 7-wide images (ResNet's and MobileNet's last stage): a row of 7 pixels, with only
@@ -207,7 +215,7 @@ def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
         sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f1)
     sch.reverse_compute_at(write_back, x0)
     reduction = rc
-    if _extent(sch, ry) * _extent(sch, rx) == 1:
+    if _extent(sch, ry) * _extent(sch, rx) == 1 and options.vector_lanes in RC_UNROLL_LANES:
         # 1x1: unroll input channels instead, so each trip does more than one tile update.
         reduction, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
         sch.unroll(rc1)
