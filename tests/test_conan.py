@@ -71,3 +71,16 @@ def test_conan_no_malloc_option(conan_env, digits_package):
     assert "memmove" in undefined, "nm output was read (the runtime copies outputs with memmove)"
     assert not undefined & {"malloc", "calloc", "realloc", "free"}
     assert "digits_context_create" not in symbols
+
+
+def test_conan_external_weights_option(conan_env, digits_package):
+    """-o external_weights=True: the library leaves the weights out, the package installs the
+    file, and test_package's golden check loads it from the package's share folder."""
+    result = run(["conan", "create", digits_package, "-o", "digits/*:external_weights=True"], env=conan_env)
+    output = result.stdout + result.stderr
+    assert re.search(r"digits_golden \.+\s+Passed", output), "the package's ctest read the file"
+    assert re.search(r"Test\s+#1: golden \.+\s+Passed", output), "test_package read the installed file"
+    package_id = re.search(r"Package '([0-9a-f]+)' created", output).group(1)
+    folder = Path(run(["conan", "cache", "path", f"digits/1.0.0:{package_id}"], env=conan_env).stdout.strip())
+    assert (folder / "share" / "digits" / "digits_weights.bin").stat().st_size > 200_000
+    assert "digits_weights_0" not in run(["nm", folder / "lib" / "libdigits.a"]).stdout

@@ -25,6 +25,7 @@ class AwkwardNamesConan(ConanFile):
         "no_malloc": [True, False],
         "threads": [True, False],
         "portable_kernels": [True, False],
+        "external_weights": [True, False],
     }
     default_options = {
         "shared": False,
@@ -32,10 +33,12 @@ class AwkwardNamesConan(ConanFile):
         "no_malloc": False,
         "threads": True,
         "portable_kernels": False,
+        "external_weights": False,
     }
     # Everything travels with the recipe, so no remote is needed.
     exports_sources = (
-        "CMakeLists.txt", "cmake/*", "include/*", "src/*", "objects/*", "tools/*", "tests/*", "metadata.json"
+        "CMakeLists.txt", "cmake/*", "include/*", "src/*", "objects/*", "tools/*", "tests/*", "weights/*",
+        "metadata.json",
     )
 
     def config_options(self):
@@ -62,6 +65,7 @@ class AwkwardNamesConan(ConanFile):
         toolchain.cache_variables["AWKWARDNAMES_NO_MALLOC"] = bool(self.options.no_malloc)
         toolchain.cache_variables["AWKWARDNAMES_THREADS"] = bool(self.options.threads)
         toolchain.cache_variables["AWKWARDNAMES_PORTABLE_KERNELS"] = bool(self.options.portable_kernels)
+        toolchain.cache_variables["AWKWARDNAMES_EXTERNAL_WEIGHTS"] = bool(self.options.external_weights)
         toolchain.generate()
 
     def build(self):
@@ -83,6 +87,9 @@ class AwkwardNamesConan(ConanFile):
             self.cpp_info.defines.append("AWKWARDNAMES_STATIC_DEFINE")
         if self.options.no_malloc:
             self.cpp_info.defines.append("AWKWARDNAMES_NO_MALLOC")
+        if self.options.external_weights:
+            # The weights file is in share/awkwardnames/ (resdirs): awkwardnames_weights_load() it.
+            self.cpp_info.defines.append("AWKWARDNAMES_EXTERNAL_WEIGHTS")
         if self.settings.os in ("Linux", "FreeBSD"):
             self.cpp_info.system_libs = ["m"] + (["pthread"] if self.options.threads else [])
         self.cpp_info.resdirs = [os.path.join("share", "awkwardnames")]

@@ -2,20 +2,29 @@
 # (sha256 ab372da265755e05bdc25255db66f004e51769d36ac62f7c5069364da2aa545b). DO NOT EDIT: regenerate instead.
 """Consumes AwkwardNames with find_package and runs the golden check against its recorded data."""
 
+import os
+
 from conan import ConanFile
 from conan.tools.build import can_run
-from conan.tools.cmake import CMake, cmake_layout
+from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
 
 
 class AwkwardNamesTestConan(ConanFile):
     settings = "os", "arch", "compiler", "build_type"
-    generators = "CMakeDeps", "CMakeToolchain"
 
     def requirements(self):
         self.requires(self.tested_reference_str)
 
     def layout(self):
         cmake_layout(self)
+
+    def generate(self):
+        CMakeDeps(self).generate()
+        toolchain = CMakeToolchain(self)
+        # Where an external-weights package keeps its weights file (read only by such builds).
+        share = self.dependencies[self.tested_reference_str].cpp_info.resdirs[0]
+        toolchain.cache_variables["WEIGHTS_FILE"] = os.path.join(share, "awkwardnames_weights.bin")
+        toolchain.generate()
 
     def build(self):
         cmake = CMake(self)
