@@ -43,7 +43,7 @@ class IOTensor:
     dtype: str
     shape: tuple[int, ...]  # a bounded output's upper bound
     dynamic_axis: int | None = None  # bounded outputs: the axis whose extent is data-dependent
-    count_buffer: int | None = None  # bounded outputs: the int64[1] buffer holding that extent
+    extent_buffer: int | None = None  # bounded outputs: the int64[1] buffer holding that extent
 
     @property
     def num_elements(self) -> int:
@@ -291,10 +291,10 @@ class _Builder:
         for ref in refs:
             self.use(ref, end)
         extents = iter(refs[len(outputs) :])
-        counts = [next(extents) if o.dynamic_axis is not None else None for o in outputs]
-        return self.finish(refs[: len(outputs)], counts, end)
+        extent_refs = [next(extents) if o.dynamic_axis is not None else None for o in outputs]
+        return self.finish(refs[: len(outputs)], extent_refs, end)
 
-    def finish(self, output_refs: list[int], count_refs: list[int | None], end: int) -> PackagePlan:
+    def finish(self, output_refs: list[int], extent_refs: list[int | None], end: int) -> PackagePlan:
         lifetimes = []
         for index, info in enumerate(self.buffers):
             if info["root"] == index and info["home"] == "arena":
@@ -324,7 +324,7 @@ class _Builder:
             buffers.append(Buffer(index, info["dtype"], info["shape"], info["home"], slot))
 
         inputs = _io_table(self.imported.inputs)
-        outputs = _io_table(self.imported.outputs, count_refs)
+        outputs = _io_table(self.imported.outputs, extent_refs)
         for io, ref in zip(outputs, output_refs, strict=True):
             held = self.buffers[ref]
             if held["dtype"] != io.dtype or tensor_bytes(held["dtype"], held["shape"]) != io.nbytes:
@@ -353,9 +353,9 @@ class _Builder:
         )
 
 
-def _io_table(signatures, count_refs: list[int | None] | None = None) -> tuple[IOTensor, ...]:
+def _io_table(signatures, extent_refs: list[int | None] | None = None) -> tuple[IOTensor, ...]:
     c_names = unique_identifiers([s.name for s in signatures])
-    counts = count_refs or [None] * len(signatures)
+    extents = extent_refs or [None] * len(signatures)
     return tuple(
         IOTensor(
             index=i,
@@ -364,9 +364,9 @@ def _io_table(signatures, count_refs: list[int | None] | None = None) -> tuple[I
             dtype=s.dtype,
             shape=s.shape,
             dynamic_axis=s.dynamic_axis,
-            count_buffer=count,
+            extent_buffer=extent,
         )
-        for i, (s, c, count) in enumerate(zip(signatures, c_names, counts, strict=True))
+        for i, (s, c, extent) in enumerate(zip(signatures, c_names, extents, strict=True))
     )
 
 

@@ -226,7 +226,7 @@ def build_context(
         ),
         "input_staging": list(plan.input_staging or ()),
         "output_buffers": list(plan.output_buffers),
-        "output_extent_buffers": [-1 if o.count_buffer is None else o.count_buffer for o in plan.outputs],
+        "output_extent_buffers": [-1 if o.extent_buffer is None else o.extent_buffer for o in plan.outputs],
         "max_output_ndim": max((len(o.shape) for o in plan.outputs), default=0),
         "weights_file": f"weights/{prefix}_weights.bin",
         "weights_file_bytes": len(weights_file.data),

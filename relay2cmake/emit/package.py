@@ -80,7 +80,7 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
             "dtype": t.dtype,
             "shape": list(t.shape),
             "bytes": t.nbytes,
-            **({"dynamic_axis": t.dynamic_axis} if getattr(t, "dynamic_axis", None) is not None else {}),
+            **({"dynamic_axis": t.dynamic_axis} if t.dynamic_axis is not None else {}),
         }
 
     return {

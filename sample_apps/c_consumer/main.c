@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     size_t bytes;
     info = API(output_info)(i);
     /* A bounded output (dynamic_axis >= 0) fills only part of its buffer: write what it holds. */
-    bytes = info->num_elements > 0 ? info->num_bytes / info->num_elements * API(output_num_elements)(context, i) : 0;
+    bytes = API(output_num_bytes)(context, i);
     snprintf(path, sizeof(path), "%s/output_%u.bin", argv[2], (unsigned)i);
     file = fopen(path, "wb");
     if (file == NULL || fwrite(outputs[i], 1, bytes, file) != bytes) {

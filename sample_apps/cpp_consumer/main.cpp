@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       // A bounded output (NonZero, Unique, ...) fills only the start of its buffer.
       const auto* info = API(output_info)(i);
-      std::size_t bytes = info->num_elements > 0 ? info->num_bytes / info->num_elements * session.output_elements(i) : 0;
+      std::size_t bytes = API(output_num_bytes)(session.get(), i);
       std::ofstream file(std::string(argv[2]) + "/output_" + std::to_string(i) + ".bin", std::ios::binary);
       file.write(outputs[i].data(), static_cast<std::streamsize>(bytes));
       std::cout << "output " << i << " '" << info->name << "': " << bytes << " bytes\n";

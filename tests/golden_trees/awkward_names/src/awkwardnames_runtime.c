@@ -352,7 +352,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
   awkwardnames_current = outer;
   for (i = 0; awkwardnames_output_table[i].name != NULL; ++i) {
     const awkwardnames_tensor_info* info = &awkwardnames_output_table[i];
-    size_t used = info->num_bytes;
+    size_t used;
     if (awkwardnames_output_extent_buffers[i] >= 0) {
       /* A bounded output: dense data for the actual extent, then zeros up to the bound. */
       int64_t bound = info->shape[info->dynamic_axis];
@@ -360,8 +360,8 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
       memcpy(&extent, context->tensors[awkwardnames_output_extent_buffers[i]].data, sizeof(extent));
       if (extent < 0 || extent > bound) extent = bound;
       context->extents[i] = extent;
-      used = bound > 0 ? info->num_bytes / (size_t)bound * (size_t)extent : 0u;
     }
+    used = awkwardnames_output_num_bytes(context, i);
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[awkwardnames_output_buffers[i]].data, used);
     memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
@@ -377,6 +377,12 @@ awkwardnames_status awkwardnames_output_shape(const awkwardnames_context* contex
   for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
   if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
   return AWKWARDNAMES_OK;
+}
+
+size_t awkwardnames_output_num_bytes(const awkwardnames_context* context, size_t index) {
+  const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
+  if (info == NULL || info->num_elements == 0) return 0u;
+  return info->num_bytes / info->num_elements * awkwardnames_output_num_elements(context, index);
 }
 
 size_t awkwardnames_output_num_elements(const awkwardnames_context* context, size_t index) {

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     size_t elements = awkwardnames_output_num_elements(contexts[0], k);  /* bounded outputs: the actual count */
     info = awkwardnames_output_info(k);
     if (strcmp(expected[k].descr, info->npy_descr) != 0 ||
-        (info->num_elements > 0 && expected[k].data_bytes != info->num_bytes / info->num_elements * elements)) {
+        expected[k].data_bytes != awkwardnames_output_num_bytes(contexts[0], k)) {
       fprintf(stderr, "expected_%u.npy does not match output '%s' (dtype or size)\n", (unsigned)k, info->name);
       return 1;
     }

@@ -352,7 +352,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   passthrough_current = outer;
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
     const passthrough_tensor_info* info = &passthrough_output_table[i];
-    size_t used = info->num_bytes;
+    size_t used;
     if (passthrough_output_extent_buffers[i] >= 0) {
       /* A bounded output: dense data for the actual extent, then zeros up to the bound. */
       int64_t bound = info->shape[info->dynamic_axis];
@@ -360,8 +360,8 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
       memcpy(&extent, context->tensors[passthrough_output_extent_buffers[i]].data, sizeof(extent));
       if (extent < 0 || extent > bound) extent = bound;
       context->extents[i] = extent;
-      used = bound > 0 ? info->num_bytes / (size_t)bound * (size_t)extent : 0u;
     }
+    used = passthrough_output_num_bytes(context, i);
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[passthrough_output_buffers[i]].data, used);
     memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
@@ -377,6 +377,12 @@ passthrough_status passthrough_output_shape(const passthrough_context* context, 
   for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
   if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
   return PASSTHROUGH_OK;
+}
+
+size_t passthrough_output_num_bytes(const passthrough_context* context, size_t index) {
+  const passthrough_tensor_info* info = passthrough_output_info(index);
+  if (info == NULL || info->num_elements == 0) return 0u;
+  return info->num_bytes / info->num_elements * passthrough_output_num_elements(context, index);
 }
 
 size_t passthrough_output_num_elements(const passthrough_context* context, size_t index) {

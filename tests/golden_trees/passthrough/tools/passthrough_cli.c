@@ -220,8 +220,7 @@ int main(int argc, char** argv) {
     const passthrough_tensor_info* info = passthrough_output_info(k);
     /* The actual shape: a bounded output (NonZero, Unique, ...) may fill less than its buffer. */
     int64_t dims[2 + 1];
-    size_t elements = passthrough_output_num_elements(context, k);
-    size_t bytes = info->num_elements > 0 ? info->num_bytes / info->num_elements * elements : 0u;
+    size_t bytes = passthrough_output_num_bytes(context, k);
     char path[4096];
     passthrough_output_shape(context, k, dims);
     snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);

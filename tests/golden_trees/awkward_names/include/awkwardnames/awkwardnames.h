@@ -191,6 +191,8 @@ AWKWARDNAMES_API awkwardnames_status awkwardnames_output_shape(const awkwardname
                                            int64_t* dims);
 /* The number of elements of that shape (0 for a NULL context or an index out of range). */
 AWKWARDNAMES_API size_t awkwardnames_output_num_elements(const awkwardnames_context* context, size_t index);
+/* ... and its bytes: what run() wrote densely at the start of the output's buffer. */
+AWKWARDNAMES_API size_t awkwardnames_output_num_bytes(const awkwardnames_context* context, size_t index);
 
 /* Run the model on named, typed buffers. */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run(awkwardnames_context* context, const awkwardnames_inputs* inputs,

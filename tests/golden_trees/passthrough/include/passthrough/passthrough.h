@@ -185,6 +185,8 @@ PASSTHROUGH_API passthrough_status passthrough_output_shape(const passthrough_co
                                            int64_t* dims);
 /* The number of elements of that shape (0 for a NULL context or an index out of range). */
 PASSTHROUGH_API size_t passthrough_output_num_elements(const passthrough_context* context, size_t index);
+/* ... and its bytes: what run() wrote densely at the start of the output's buffer. */
+PASSTHROUGH_API size_t passthrough_output_num_bytes(const passthrough_context* context, size_t index);
 
 /* Run the model on named, typed buffers. */
 PASSTHROUGH_API passthrough_status passthrough_run(passthrough_context* context, const passthrough_inputs* inputs,
