@@ -17,7 +17,7 @@ from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_erf
-from relay2cmake.layouts import pack_conv_weights
+from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.schedules import ScheduleOptions, schedule_module
 from relay2cmake.targets import KernelTarget
 
@@ -143,8 +143,8 @@ def _object_with(
 
 def rewrite_relax(module):
     """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
-    select, float16 Mod widened, conv weights packed, erf made vectorizable."""
-    return vectorizable_erf(pack_conv_weights(widen_float16_mod(if_to_select(module))))
+    select, float16 Mod widened, 2-D convolutions channels-last, erf made vectorizable."""
+    return vectorizable_erf(convolutions_channels_last(widen_float16_mod(if_to_select(module))))
 
 
 def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget("c"),)) -> LoweredModel:

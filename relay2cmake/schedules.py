@@ -2,16 +2,18 @@
 
 TVM 0.27 ships no CPU schedules for legalized Relax (dlight's CPU rules cover GEMV and
 row reductions, and do nothing useful for matmul or convolution), so unscheduled kernels
-run at about 1 GFLOPS. Two patterns cover most of the arithmetic in real models:
+run at about 1 GFLOPS. These patterns cover most of the arithmetic in real models:
 
 - matmul-like: one reduction block with a single reduction axis (dense, matmul, batch
   matmul, M = 1 included). A register tile of ``rows x (4 vectors)`` accumulators,
   vectorized along the output's contiguous axis, the reduction unrolled by 4.
-- conv2d-like (NCHW): one reduction block with three reduction axes (channels, kernel
-  rows, kernel columns) over four spatial axes (regular, 1x1, strided, depthwise). A tile
-  of ``8 output channels x one vector of output columns``; padding stays its own stage.
+- channels-last convolutions (``nhwc.py``'s blocks, found by name): regular, 1x1, strided
+  and depthwise. A tile of a few pixels x a few vectors of output channels, sized by
+  ``_pixel_tile``; padding stays its own stage (a plain copy is inlined).
+- any other NCHW conv2d-like block (e.g. a transposed convolution): a tile of 8 output
+  channels x one vector of output columns.
 
-In both, the fused elementwise epilogue (bias, relu, clip, add) is folded into the tile's
+In all of them, the fused elementwise epilogue (bias, relu, clip, add) is folded into the tile's
 write-back, and the outermost tiles run in parallel (``TVMBackendParallelLaunch`` in LLVM
 objects; serial loops in C). Anything else, or anything a schedule primitive rejects,
 keeps TVM's default lowering: a schedule can only make a kernel faster, never wrong,
@@ -21,6 +23,8 @@ because TVM checks every primitive against the block's dependences.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from relay2cmake.nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
 
 
 @dataclass(frozen=True)
@@ -138,27 +142,16 @@ def _is_plain_copy(sch, block) -> bool:
 
     stmt = sch.get(block)
     body = stmt.body
-    # (TVM 0.27 exposes BufferLoad as a constructor function, so compare the type's name.)
-    if not isinstance(body, tvm.tirx.BufferStore) or type(body.value).__name__ != "BufferLoad":
+    # (TVM 0.27's BufferLoad is a constructor function that makes TensorLoad objects.)
+    if not isinstance(body, tvm.tirx.BufferStore) or type(body.value).__name__ != "TensorLoad":
         return False
-    source, target = body.value.buffer, body.buffer
+    source, target = body.value.source, body.buffer  # a TensorLoad names its buffer "source"
     return [int(d) for d in source.shape] == [int(d) for d in target.shape] and str(
         body.value.indices
     ) == str(body.indices)
 
 
 CONV_TILE = (8, 1)  # output channels x vectors of output columns per register tile
-# Output columns per register tile of a packed convolution, by vector width: the tile holds
-# columns x (16 / lanes) accumulators, which must leave registers for the weights.
-PACKED_COLUMNS = {4: 6, 8: 6, 16: 12}
-# With a kernel window (3x3...) the unrolled window multiplies the live values: AVX-512's
-# 12-column tiles spilled there (45 against 98 GFLOPS with 6 columns, ResNet-50).
-WINDOW_COLUMNS = 6
-RC_UNROLL = 4  # input channels per trip of a 1x1 packed convolution's reduction loop
-# Only where measured to help: AVX2 (8 lanes, 12 accumulators). With AVX-512's 12-column
-# tiles the unrolled loop spilled and ran 4x slower; NEON's 24 accumulators are untried.
-RC_UNROLL_LANES = (8,)
-SEVEN = 7  # output width of the last stage of ImageNet networks (224 / 32)
 
 
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
@@ -183,57 +176,100 @@ def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
-def _schedule_conv2d_packed(sch, block, options: ScheduleOptions) -> None:
-    """Weights [O/16, I, kh, kw, 16] (layouts.py): vectorize along the 16 output channels
-    (contiguous weights), broadcast one input pixel per column of the tile."""
-    from relay2cmake.layouts import PACK
+# Accumulator vectors a register tile may hold: AVX2 has 16 vector registers (12 for the
+# tile, the rest for one weight vector per column block and a broadcast pixel); AVX-512 and
+# NEON have 32.
+ACCUMULATORS = {4: 24, 8: 12, 16: 24}
+MIN_PIXELS = 4
+RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
 
-    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+
+def _fits_blocks(columns: int) -> bool:
+    """A tile's output channels lie within one packed weight block, or span whole blocks."""
+    from relay2cmake.nhwc import PACK
+
+    return PACK % columns == 0 or columns % PACK == 0
+
+
+def _pixel_tile(height: int, width: int, vectors: int, lanes: int) -> tuple[int, int, int]:
+    """(rows, columns, vectors of output channels) of a channels-last tile: at least 4 pixels
+    where the image allows (each weight vector is reused once per pixel: fewer pixels stream
+    the weights from L2), then the most accumulators within budget, then the fewest loads
+    per multiply-add (one broadcast per pixel, one weight load per vector), then wider rows.
+    Only exact divisors: a ragged tile's predicates would defeat the unrolled tile."""
+    budget = ACCUMULATORS.get(lanes, 12)
+    best = None
+    for v in (d for d in range(1, vectors + 1) if vectors % d == 0 and _fits_blocks(d * lanes)):
+        for columns in (d for d in range(1, width + 1) if width % d == 0):
+            for rows in (d for d in range(1, min(height, 4) + 1) if height % d == 0):
+                pixels = rows * columns
+                if pixels * v > budget or (rows > 1 and columns * 2 > width):
+                    continue
+                key = (min(pixels, MIN_PIXELS), pixels * v, -(pixels + v), columns)
+                if best is None or key > best[0]:
+                    best = (key, (rows, columns, v))
+    return best[1] if best else (1, 1, 1)
+
+
+def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
+    """out[n, y, x, f] += pad[n, y*s + ry, x*s + rx, rc] * w[ry, rx, rc, f]: vectors along f
+    (contiguous weights and outputs), one broadcast input value per pixel of the tile."""
+    n, y, x, f, ry, rx, rc = sch.get_loops(block)
+    lanes = options.vector_lanes if options.vectorize else 1
+    channels = _extent(sch, f)
+    lanes = lanes if channels % lanes == 0 else 1
+    rows, columns, vectors = _pixel_tile(
+        _extent(sch, y), _extent(sch, x), channels // lanes, options.vector_lanes
+    )
     _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)
-    f0, f1 = sch.split(f, [None, PACK])
-    pixels = PACKED_COLUMNS.get(options.vector_lanes, 4)
-    if _extent(sch, ry) * _extent(sch, rx) > 1:
-        pixels = min(pixels, WINDOW_COLUMNS)
-    width = _extent(sch, x)
-    if width % 2 == 1 and width % SEVEN == 0:
-        # 7-wide images (ResNet's and MobileNet's last stage): a row of 7 pixels, with only
-        # as many channels as keep 7 x channels / lanes accumulators in registers.
-        lanes = min(options.vector_lanes, PACK)
-        f1, f2 = sch.split(f1, [None, lanes])
-        y0, y1 = sch.split(y, [None, 1])
-        x0, x1 = sch.split(x, [None, SEVEN])
-        outer = [n, f0, f1, y0]
-        sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f2)
-        f1 = f2
-    else:
-        columns = _divisor(width, pixels)
-        rows = _divisor(_extent(sch, y), pixels // columns) if columns < 4 else 1
-        y0, y1 = sch.split(y, [None, rows])  # narrow images (14 wide): a 2 x 2 pixel tile
-        x0, x1 = sch.split(x, [None, columns])
-        outer = [n, f0, y0]
-        sch.reorder(*outer, x0, rc, ry, rx, y1, x1, f1)
+    y0, y1 = sch.split(y, [None, rows])
+    x0, x1 = sch.split(x, [None, columns])
+    # One loop per vector: a tile wider than a packed weight block must not index across
+    # blocks inside one vector (LLVM turns that into a gather).
+    f0, fv, f1 = sch.split(f, [None, vectors, lanes])
+    rc0, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
+    sch.reorder(n, y0, f0, x0, ry, rx, rc0, rc1, y1, x1, fv, f1)
     sch.reverse_compute_at(write_back, x0)
-    reduction = rc
-    if _extent(sch, ry) * _extent(sch, rx) == 1 and options.vector_lanes in RC_UNROLL_LANES:
-        # 1x1: unroll input channels instead, so each trip does more than one tile update.
-        reduction, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
-        sch.unroll(rc1)
-    sch.unroll(ry)
-    sch.unroll(rx)
+    sch.unroll(rc1)
     sch.unroll(y1)
     sch.unroll(x1)
-    if options.vectorize:
+    sch.unroll(fv)
+    if options.vectorize and lanes > 1:
         sch.vectorize(f1)
+        sch.vectorize(sch.get_loops(write_back)[-1])
     if options.parallel:
-        sch.parallel(sch.fuse(*outer))
-    init = sch.decompose_reduction(block, reduction)
-    if options.vectorize:
+        sch.parallel(sch.fuse(n, y0, f0))
+    init = sch.decompose_reduction(block, ry)
+    if options.vectorize and lanes > 1:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
-def _reads_packed_weights(sch, block) -> bool:
-    return any(len(region.region) == 5 for region in sch.get(block).reads)
+def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
+    """out[n, y, x, c] += pad[n, y*s + ry, x*s + rx, c] * w[ry, rx, 0, c]: vectors along c,
+    the kernel window unrolled over a few pixels."""
+    n, y, x, c, ry, rx = sch.get_loops(block)
+    lanes = options.vector_lanes if options.vectorize else 1
+    channels = _extent(sch, c)
+    lanes = lanes if channels % lanes == 0 else 1
+    _, columns, vectors = _pixel_tile(1, _extent(sch, x), channels // lanes, options.vector_lanes)
+    _parallel_padding(sch, block, options)
+    write_back = _fold_epilogue(sch, block)
+    x0, x1 = sch.split(x, [None, columns])
+    c0, c1 = sch.split(c, [None, lanes * vectors])
+    sch.reorder(n, y, c0, x0, ry, rx, x1, c1)
+    sch.reverse_compute_at(write_back, x0)
+    sch.unroll(ry)
+    sch.unroll(rx)
+    sch.unroll(x1)
+    if options.vectorize and lanes > 1:
+        sch.vectorize(c1)
+        sch.vectorize(sch.get_loops(write_back)[-1])
+    if options.parallel:
+        sch.parallel(sch.fuse(n, y, c0))
+    init = sch.decompose_reduction(block, ry)
+    if options.vectorize and lanes > 1:
+        sch.vectorize(sch.get_loops(init)[-1])
 
 
 def schedule_function(func, options: ScheduleOptions):
@@ -255,10 +291,13 @@ def _schedule(func, options: ScheduleOptions):
     kinds = _kinds(sch, block)
     if len(sch.get_loops(block)) != len(kinds):
         return None  # loops and block iterators do not correspond one to one
-    if kinds.endswith("SSR") and kinds.count("R") == 1:
+    name = sch.get(block).name_hint
+    if name == CONV_BLOCK and kinds == "SSSSRRR":
+        _schedule_conv2d_nhwc(sch, block, options)
+    elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
+        _schedule_depthwise_nhwc(sch, block, options)
+    elif kinds.endswith("SSR") and kinds.count("R") == 1:
         _schedule_matmul(sch, block, options)
-    elif kinds == "SSSSRRR" and _reads_packed_weights(sch, block):
-        _schedule_conv2d_packed(sch, block, options)
     elif kinds == "SSSSRRR":
         _schedule_conv2d(sch, block, options)
     else:

@@ -14,6 +14,7 @@ Relax from static shapes:
   step by TVM's own subgraph walker (the one it uses for If).
 - Loop: unrolled the same way when the trip count is a constant and the condition stays a
   constant true (a data-dependent exit needs control flow the driver does not have).
+- Clip: as TVM's, but with Relax ``maximum``/``minimum`` that layout conversion sees through.
 - BitCast: TIR's ``reinterpret`` (same-width types only, as ONNX requires).
 - NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: gather along the class axis, with
   class weights, ``ignore_index`` and the three reductions; the latter also yields log_prob.
@@ -406,6 +407,28 @@ class BitCast(OnnxOpConverter):
         return bb.call_te(topi.reinterpret, inputs[0], target, primfunc_name_hint="bitcast")
 
 
+class Clip(OnnxOpConverter):
+    """TVM's Clip, emitted as Relax ``maximum``/``minimum`` instead of TE calls: Relax ops stay
+    visible to layout conversion (convolutions in NHWC), which a ``call_tir`` blocks."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        results = inputs[0]
+        low, high = float(attr.get("min", -np.inf)), float(attr.get("max", np.inf))
+        results = relax.op.maximum(results, _scalar(low, results))
+        return relax.op.minimum(bb.normalize(results), _scalar(high, results))
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        results = inputs[0]
+        tvm_clip = _get_convert_map()["Clip"]
+        for bound, op, for_min in ((1, relax.op.maximum, True), (2, relax.op.minimum, False)):
+            if len(inputs) > bound and inputs[bound] is not None:
+                limit = tvm_clip._sanitize_nan_clip_bound(bb, inputs[bound], for_min=for_min)
+                results = bb.normalize(op(results, limit))
+        return results
+
+
 class NegativeLogLikelihoodLoss(OnnxOpConverter):
     @classmethod
     def _impl_v12(cls, bb, inputs, attr, params):
@@ -425,6 +448,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "BitCast": BitCast,
+    "Clip": Clip,
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
