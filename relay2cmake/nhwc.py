@@ -183,7 +183,8 @@ def convolutions_channels_last(module):
                 return call
             weight = call.args[1]
             if isinstance(weight, relax.Var):  # the folded transpose's binding
-                weight = self.lookup_binding(weight) or weight
+                bound = self.lookup_binding(weight)
+                weight = weight if bound is None else bound
             if (
                 kind == "conv"
                 and isinstance(weight, tvm.ir.GenericConst)
