@@ -9,7 +9,7 @@ channel of the tile is a separate plane: scalar stores, and a repacking copy per
 TVM's ``ConvertLayout`` moves the convolutions to NHWC and carries the layout through the
 elementwise operators, pooling and reductions around them; transposes remain only where
 the graph leaves that region (the model's input, a flatten before the classifier). The
-weights' transposes are constants and folded here, at generation time. Float32
+weights' transposes are constants, folded at generation time. Float32
 convolutions with groups 1 or depthwise ones then get this module's own TE definitions,
 whose block names the default schedules recognise (``schedules.py``); any other
 convolution keeps TVM's NHWC legalization.
@@ -17,6 +17,7 @@ convolution keeps TVM's NHWC legalization.
 
 from __future__ import annotations
 
+from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.relax_rewrite import rewrite_functions
 
 PACK = 16  # output channels per contiguous weight block: one AVX-512, two AVX2 or four NEON vectors
@@ -124,29 +125,6 @@ def _kind(call) -> str | None:
     return None
 
 
-def _fold_constant_transposes(module):
-    """``permute_dims(constant)`` → the transposed constant (ConvertLayout's weight and bias
-    transposes), computed with NumPy so nothing else of the graph is evaluated."""
-    import numpy as np
-    import tvm
-    from tvm import relax
-
-    permute = tvm.ir.Op.get("relax.permute_dims")
-
-    @relax.expr_functor.mutator
-    class _Fold(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != permute or not isinstance(call.args[0], tvm.ir.GenericConst):
-                return call
-            value = call.args[0].value.numpy()
-            axes = call.attrs.axes
-            order = [int(a) for a in axes] if axes is not None else list(range(value.ndim))[::-1]
-            return relax.const(np.ascontiguousarray(value.transpose(order)))
-
-    return rewrite_functions(module, _Fold(module))
-
-
 def _has_conv2d(module) -> bool:
     import tvm
     from tvm import relax
@@ -171,7 +149,7 @@ def convolutions_channels_last(module):
     if not _has_conv2d(module):
         return module
     module = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(module)
-    module = _fold_constant_transposes(module)
+    module = fold_constant_transposes(module)
     conv2d = tvm.ir.Op.get("relax.nn.conv2d")
 
     @relax.expr_functor.mutator

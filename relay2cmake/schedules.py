@@ -105,12 +105,15 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     cols = _divisor(n_extent, lanes * (8 if m_extent == 1 else 2))
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
-    j0, j1 = sch.split(j, [None, cols])
+    vector = lanes if options.vectorize and cols % lanes == 0 else cols
+    # One loop per vector, so that none spans two blocks of packed weights (packed_matmul.py).
+    j0, jv, j1 = sch.split(j, [None, cols // vector, vector])
     k0, k1 = sch.split(k, [None, _divisor(_extent(sch, k), 4)])
-    sch.reorder(*outer, i0, j0, k0, k1, i1, j1)
+    sch.reorder(*outer, i0, j0, k0, k1, i1, jv, j1)
     sch.reverse_compute_at(write_back, j0)
     sch.unroll(k1)
     sch.unroll(i1)
+    sch.unroll(jv)
     if options.vectorize:
         sch.vectorize(j1)
         sch.vectorize(sch.get_loops(write_back)[-1])
@@ -184,13 +187,6 @@ MIN_PIXELS = 4
 RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
 
 
-def _fits_blocks(columns: int) -> bool:
-    """A tile's output channels lie within one packed weight block, or span whole blocks."""
-    from relay2cmake.nhwc import PACK
-
-    return PACK % columns == 0 or columns % PACK == 0
-
-
 def _pixel_tile(height: int, width: int, vectors: int, lanes: int) -> tuple[int, int, int]:
     """(rows, columns, vectors of output channels) of a channels-last tile: at least 4 pixels
     where the image allows (each weight vector is reused once per pixel: fewer pixels stream
@@ -199,7 +195,7 @@ def _pixel_tile(height: int, width: int, vectors: int, lanes: int) -> tuple[int,
     Only exact divisors: a ragged tile's predicates would defeat the unrolled tile."""
     budget = ACCUMULATORS.get(lanes, 12)
     best = None
-    for v in (d for d in range(1, vectors + 1) if vectors % d == 0 and _fits_blocks(d * lanes)):
+    for v in (d for d in range(1, vectors + 1) if vectors % d == 0):
         for columns in (d for d in range(1, width + 1) if width % d == 0):
             for rows in (d for d in range(1, min(height, 4) + 1) if height % d == 0):
                 pixels = rows * columns
@@ -225,8 +221,8 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     write_back = _fold_epilogue(sch, block)
     y0, y1 = sch.split(y, [None, rows])
     x0, x1 = sch.split(x, [None, columns])
-    # One loop per vector: a tile wider than a packed weight block must not index across
-    # blocks inside one vector (LLVM turns that into a gather).
+    # One loop per vector: vectors start at multiples of the lanes, so each one lies inside
+    # a packed weight block (a vector across two blocks becomes a gather).
     f0, fv, f1 = sch.split(f, [None, vectors, lanes])
     rc0, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
     sch.reorder(n, y0, f0, x0, ry, rx, rc0, rc1, y1, x1, fv, f1)

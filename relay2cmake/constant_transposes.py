@@ -1,0 +1,34 @@
+"""Relax rewrite: transposes of constants computed at generation time, with NumPy.
+
+They come from layout conversion (convolution weights and biases) and from ONNX Gemm's
+``transB``; folded, the weight rewrites (``nhwc``, ``packed_matmul``) see constants, and
+nothing else of the graph is evaluated.
+"""
+
+from __future__ import annotations
+
+from relay2cmake.relax_rewrite import rewrite_functions
+
+
+def fold_constant_transposes(module):
+    """``permute_dims(constant)`` → the transposed constant."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    permute = tvm.ir.Op.get("relax.permute_dims")
+
+    @relax.expr_functor.mutator
+    class _Fold(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op != permute or not isinstance(call.args[0], tvm.ir.GenericConst):
+                return call
+            value = call.args[0].value.numpy()
+            if value.dtype.kind not in "fiub":  # ml_dtypes' narrow floats stay as they are
+                return call
+            axes = call.attrs.axes
+            order = [int(a) for a in axes] if axes is not None else list(range(value.ndim))[::-1]
+            return relax.const(np.ascontiguousarray(value.transpose(order)))
+
+    return rewrite_functions(module, _Fold(module))

@@ -1,0 +1,86 @@
+"""Relax rewrite: a matmul whose right-hand side is a constant [K, N] matrix reads it packed.
+
+The matmul schedule's register tile holds a few rows of the output times a few vectors of
+its columns; per step of the reduction it loads one vector of B per column vector. In B's
+own [K, N] layout consecutive steps are N * 4 bytes apart, 4 KiB for N = 1024: a stride
+that maps every row of the tile's column block to the same few L1 sets, so the block is
+re-read from L2 for every row tile. Packed as [N/16, K, 16] (once, at generation time) a
+column block is one sequential stream. Measured on the transformer's FFN (128 x 256 →
+1024, AVX2): see docs/performance.md.
+
+Float32 matmuls of a static left operand of rank 2 or more and a constant [K, N] right
+operand with N a multiple of 16 qualify (dense layers, ONNX MatMul/Gemm with weights);
+everything else keeps TVM's legalization.
+"""
+
+from __future__ import annotations
+
+from relay2cmake.relax_rewrite import rewrite_functions
+
+PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON vectors
+MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
+
+
+def _matmul_packed(data, packed):
+    from tvm import te
+
+    *batch, rows, depth = (int(d) for d in data.shape)
+    blocks = int(packed.shape[0])
+    k = te.reduce_axis((0, depth), name="k")
+
+    def element(*index):
+        *outer, j = index
+        return te.sum(data[(*outer, k)] * packed[j // PACK, k, j % PACK], axis=k)
+
+    return te.compute((*batch, rows, blocks * PACK), element, name=MATMUL_BLOCK)
+
+
+def _static_shape(expr) -> list[int] | None:
+    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
+    if values is None or not all(hasattr(d, "value") for d in values):
+        return None
+    return [int(d.value) for d in values]
+
+
+def _qualifies(call, data_shape, weight) -> bool:
+    return (
+        data_shape is not None
+        and len(data_shape) >= 2
+        and str(call.args[0].ty.dtype) == "float32"
+        and str(weight.dtype) == "float32"
+        and weight.ndim == 2
+        and weight.shape[0] == data_shape[-1]
+        and weight.shape[1] % PACK == 0
+        and call.attrs.out_dtype in ("", "float32", None)
+    )
+
+
+def pack_matmul_weights(module):
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    matmul = tvm.ir.Op.get("relax.matmul")
+
+    @relax.expr_functor.mutator
+    class _Pack(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op != matmul:
+                return call
+            weight = call.args[1]
+            if isinstance(weight, relax.Var):  # a folded transpose's binding (Gemm's transB)
+                bound = self.lookup_binding(weight)
+                weight = weight if bound is None else bound
+            if not isinstance(weight, tvm.ir.GenericConst):
+                return call
+            value = weight.value.numpy()
+            if not _qualifies(call, _static_shape(call.args[0]), value):
+                return call
+            depth, columns = value.shape
+            packed = np.ascontiguousarray(value.reshape(depth, columns // PACK, PACK).transpose(1, 0, 2))
+            return self.builder_.call_te(
+                _matmul_packed, call.args[0], relax.const(packed), primfunc_name_hint="matmul"
+            )
+
+    return rewrite_functions(module, _Pack(module))
