@@ -1,10 +1,16 @@
-"""Relax rewrite: float32 ``erf`` (GELU's core) as TVM's rational approximation.
+"""Relax rewrite: float32 ``erf`` (GELU's core) and softmax's ``exp`` as TVM's vectorizable
+approximations.
 
 The math library's ``erff`` is scalar: inside a vectorized matmul epilogue it costs as much
 as the matmul (measured: the transformer block's FFN 0.8 ms → 1.6 ms). ``topi.fast_erf``
 is the polynomial Eigen uses, exact to float32 rounding on the clamped range [-4, 4]
 (|erf| is 1 to float32 precision beyond it), and vectorizes. Applied to every kernel set so
 that all of them compute the same numbers.
+
+Softmax becomes ``topi.nn.fast_softmax``: its ``exp`` is ``topi.fast_exp``, a range reduction
+and a degree-5 polynomial, within 4.1e-6 relative error of ``exp`` on [-87, 10] (measured;
+softmax's arguments are at most 0 after subtracting the row maximum). Scalar ``expf`` made
+the transformer block's softmax run at 1.3 GFLOPS.
 """
 
 from __future__ import annotations
@@ -12,18 +18,23 @@ from __future__ import annotations
 from relay2cmake.relax_rewrite import rewrite_functions
 
 
-def vectorizable_erf(module):
+def vectorizable_math(module):
     import tvm
     from tvm import relax, topi
 
     erf = tvm.ir.Op.get("relax.erf")
+    softmax = tvm.ir.Op.get("relax.nn.softmax")
 
     @relax.expr_functor.mutator
-    class _Erf(relax.PyExprMutator):
+    class _FastMath(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
             if call.op == erf and str(getattr(call.ty, "dtype", "")) == "float32":
                 return self.builder_.call_te(topi.fast_erf, call.args[0], primfunc_name_hint="erf")
+            if call.op == softmax and str(getattr(call.ty, "dtype", "")) == "float32":
+                return self.builder_.call_te(
+                    topi.nn.fast_softmax, call.args[0], int(call.attrs.axis), primfunc_name_hint="softmax"
+                )
             return call
 
-    return rewrite_functions(module, _Erf(module))
+    return rewrite_functions(module, _FastMath(module))

@@ -17,7 +17,7 @@ from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
-from relay2cmake.fast_math import vectorizable_erf
+from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_module
@@ -146,9 +146,9 @@ def _object_with(
 def rewrite_relax(module):
     """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
     select, float16 Mod widened, 2-D convolutions channels-last, constant matmul weights
-    packed, erf made vectorizable."""
+    packed, erf and softmax made vectorizable."""
     module = convolutions_channels_last(widen_float16_mod(if_to_select(module)))
-    return vectorizable_erf(pack_matmul_weights(fold_constant_transposes(module)))
+    return vectorizable_math(pack_matmul_weights(fold_constant_transposes(module)))
 
 
 def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget("c"),)) -> LoweredModel:

@@ -225,7 +225,13 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     # a packed weight block (a vector across two blocks becomes a gather).
     f0, fv, f1 = sch.split(f, [None, vectors, lanes])
     rc0, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
-    sch.reorder(n, y0, f0, x0, ry, rx, rc0, rc1, y1, x1, fv, f1)
+    weights = _extent(sch, ry) * _extent(sch, rx) * _extent(sch, rc) * channels
+    pixels = _extent(sch, y) * _extent(sch, x) * _extent(sch, rc)
+    # Whichever is larger is read once, from the outer loop: weights (late layers: 2048 x
+    # 512 weights, 7 x 7 pixels) or the image rows (early layers: 56 x 56 x 64 pixels).
+    # Each thread then reads only its share of it.
+    outer = (n, f0, y0) if weights > pixels else (n, y0, f0)
+    sch.reorder(*outer, x0, ry, rx, rc0, rc1, y1, x1, fv, f1)
     sch.reverse_compute_at(write_back, x0)
     sch.unroll(rc1)
     sch.unroll(y1)
@@ -235,7 +241,7 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(f1)
         sch.vectorize(sch.get_loops(write_back)[-1])
     if options.parallel:
-        sch.parallel(sch.fuse(n, y0, f0))
+        sch.parallel(sch.fuse(*outer))
     init = sch.decompose_reduction(block, ry)
     if options.vectorize and lanes > 1:
         sch.vectorize(sch.get_loops(init)[-1])
@@ -268,6 +274,58 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
+# Last blocks of row-wise functions: every stage of one row is computed together.
+ROW_OUTPUTS = ("T_softmax_norm", "T_layer_norm")
+
+
+def _partial_reductions(sch, block, lanes: int):
+    """A row's sum or maximum split into ``lanes`` partial results (one vector), combined
+    at the end: a serial chain would wait on the adder's latency at every element. Returns
+    the partial block, or None when the row does not divide into vectors."""
+    loop = sch.get_loops(block)[-1]
+    if _extent(sch, loop) % lanes != 0:
+        return None
+    _, lane = sch.split(loop, [None, lanes])
+    return sch.rfactor(lane, factor_axis=0)
+
+
+def _schedule_rows(sch, options: ScheduleOptions) -> bool:
+    """Softmax and layer norm: the row's reductions and elementwise stages computed under
+    the output's row loop (the row stays in L1), vectorized, rows in parallel. False when
+    the function is not one of these."""
+    root = sch.get_sblock("root")
+    output = sch.get_child_blocks(root)[-1]
+    if sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output):
+        return False
+    *rows, _ = sch.get_loops(output)
+    if not rows:
+        return False
+    lanes = options.vector_lanes
+    partials = []
+    if options.vectorize:
+        for block in _reduction_blocks(sch):
+            partial = _partial_reductions(sch, block, lanes)
+            if partial is not None:
+                partials.append(partial)
+    blocks = sch.get_child_blocks(root)
+    for block in reversed(blocks[:-1]):
+        sch.compute_at(block, rows[-1])
+    if options.vectorize:
+        for block in blocks:
+            loops = sch.get_loops(block)
+            if len(loops) <= len(rows):
+                continue  # a per-row scalar stage (a row's mean, a combined sum)
+            if any(sch.get(block).same_as(sch.get(p)) for p in partials):
+                lane, serial = loops[len(rows)], loops[-1]  # (lanes, row / lanes) after compute_at
+                sch.reorder(serial, lane)
+                sch.vectorize(lane)
+            elif "R" not in _kinds(sch, block) and _extent(sch, loops[-1]) % lanes == 0:
+                sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
+    if options.parallel:
+        sch.parallel(sch.fuse(*rows))
+    return True
+
+
 def schedule_function(func, options: ScheduleOptions):
     """``func`` scheduled when it matches a pattern, else ``None``."""
     try:
@@ -280,6 +338,8 @@ def _schedule(func, options: ScheduleOptions):
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
+    if _schedule_rows(sch, options):
+        return sch.mod["main"]
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
         return None
