@@ -44,6 +44,7 @@ class LoweredModel:
 class ObjectSet:
     code: bytes  # a relocatable ELF object with every kernel
     scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
+    serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -117,30 +118,54 @@ def _build(prims, target, what: str):
 def _object(prims, prefix: str, target: KernelTarget) -> tuple[ObjectSet, dict[str, int]]:
     """One relocatable object for ``target``, with the backend function pointers renamed to
     this package's, and the scratch bytes per kernel."""
-    try:
-        return _object_with(prims, prefix, target, parallel=True)
-    except object_code.ParallelScratch:
-        return _object_with(prims, prefix, target, parallel=False)
-
-
-def _object_with(
-    prims, prefix: str, target: KernelTarget, parallel: bool
-) -> tuple[ObjectSet, dict[str, int]]:
     import tvm
 
-    scheduled, names = schedule_module(
-        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=parallel)
-    )
-    library = _build(scheduled, target.tvm_target(), f"{target.label} code")
-    with tempfile.TemporaryDirectory(prefix="relay2cmake-") as scratch:
-        ir_path, object_path = Path(scratch) / "kernels.ll", Path(scratch) / "kernels.o"
-        library.write_to_file(str(ir_path))
-        text = object_code.prefix_backend_symbols(ir_path.read_text(), prefix)
+    serial: frozenset[str] = frozenset()
+    text, names = _llvm_ir(prims, prefix, target, serial)
+    try:
+        scratch = object_code.scratch_bytes(text, prefix)
+    except object_code.ParallelScratch:
+        serial = _serial_kernels(prims, prefix, target)
+        text, names = _llvm_ir(prims, prefix, target, serial)
+        scratch = object_code.scratch_bytes(text, prefix)
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
+        ir_path, object_path = Path(folder) / "kernels.ll", Path(folder) / "kernels.o"
         ir_path.write_text(text)
         # TVM's LLVM module loader reads textual IR back and emits the object for its triple.
         tvm.runtime.load_module(str(ir_path)).write_to_file(str(object_path))
-        scratch = object_code.scratch_bytes(text, prefix)
-        return ObjectSet(code=object_path.read_bytes(), scheduled=tuple(names)), scratch
+        code = object_path.read_bytes()
+        return ObjectSet(code=code, scheduled=tuple(names), serial=tuple(sorted(serial))), scratch
+
+
+def _serial_kernels(prims, prefix: str, target: KernelTarget) -> frozenset[str]:
+    """Kernels whose parallel loops would allocate scratch (the arena's scratch is one stack
+    per context, which concurrent tasks cannot share), found one by one: they are scheduled
+    without parallel loops, and the others keep theirs."""
+    import tvm
+
+    def allocates_in_parallel(module) -> bool:
+        try:
+            object_code.scratch_bytes(_llvm_ir(module, prefix, target, frozenset())[0], prefix)
+        except object_code.ParallelScratch:
+            return True
+        return False
+
+    return frozenset(
+        gv.name_hint for gv in prims.get_global_vars() if allocates_in_parallel(tvm.IRModule({gv: prims[gv]}))
+    )
+
+
+def _llvm_ir(prims, prefix: str, target: KernelTarget, serial: frozenset[str]) -> tuple[str, list[str]]:
+    """The kernels scheduled and built for ``target`` as LLVM IR text, backend symbols
+    renamed; and the names of the scheduled kernels."""
+    scheduled, names = schedule_module(
+        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True), serial
+    )
+    library = _build(scheduled, target.tvm_target(), f"{target.label} code")
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
+        ir_path = Path(folder) / "kernels.ll"
+        library.write_to_file(str(ir_path))
+        return object_code.prefix_backend_symbols(ir_path.read_text(), prefix), names
 
 
 def rewrite_relax(module):

@@ -217,6 +217,8 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     rows, columns, vectors = _pixel_tile(
         _extent(sch, y), _extent(sch, x), channels // lanes, options.vector_lanes
     )
+    weights = _extent(sch, ry) * _extent(sch, rx) * _extent(sch, rc) * channels
+    pixels = _extent(sch, y) * _extent(sch, x) * _extent(sch, rc)
     _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)
     y0, y1 = sch.split(y, [None, rows])
@@ -225,8 +227,6 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     # a packed weight block (a vector across two blocks becomes a gather).
     f0, fv, f1 = sch.split(f, [None, vectors, lanes])
     rc0, rc1 = sch.split(rc, [None, _divisor(_extent(sch, rc), RC_UNROLL)])
-    weights = _extent(sch, ry) * _extent(sch, rx) * _extent(sch, rc) * channels
-    pixels = _extent(sch, y) * _extent(sch, x) * _extent(sch, rc)
     # Whichever is larger is read once, from the outer loop: weights (late layers: 2048 x
     # 512 weights, 7 x 7 pixels) or the image rows (early layers: 56 x 56 x 64 pixels).
     # Each thread then reads only its share of it.
@@ -361,14 +361,18 @@ def _schedule(func, options: ScheduleOptions):
     return sch.mod["main"]
 
 
-def schedule_module(module, options: ScheduleOptions):
-    """Every PrimFunc of ``module`` scheduled where a pattern applies; returns the new
-    module and the names of the scheduled functions."""
+def schedule_module(module, options: ScheduleOptions, serial: frozenset[str] = frozenset()):
+    """Every PrimFunc of ``module`` scheduled where a pattern applies (the ``serial`` ones
+    without parallel loops); returns the new module and the names of the scheduled
+    functions."""
+    import dataclasses
+
     import tvm
 
     functions, scheduled = {}, []
     for gv, func in module.functions.items():
-        result = schedule_function(func, options) if isinstance(func, tvm.tirx.PrimFunc) else None
+        own = dataclasses.replace(options, parallel=False) if gv.name_hint in serial else options
+        result = schedule_function(func, own) if isinstance(func, tvm.tirx.PrimFunc) else None
         if result is not None:
             functions[gv] = result.with_attr("global_symbol", func.attrs["global_symbol"])
             scheduled.append(gv.name_hint)

@@ -393,9 +393,10 @@ def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int 
 
 
 def conv_family() -> onnx.ModelProto:
-    """The convolutions the default schedules target, each with a fused epilogue:
-    3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add, 7-wide 1x1
-    and 3x3 (the one-row packed tile), odd widths."""
+    """The convolutions the default schedules target (channels-last), each with a fused
+    epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
+    7-wide 1x1 and 3x3, odd widths, 20 output channels (no packed weights, no vectors), and
+    a grouped convolution (TVM's own NHWC lowering)."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
@@ -405,7 +406,9 @@ def conv_family() -> onnx.ModelProto:
         "s7": [helper.make_node("Relu", ["s7"], ["r7"])],
         "p7": [helper.make_node("Relu", ["p7"], ["rp7"])],
         "q7": [helper.make_node("Add", ["q7", "r7"], ["sum7"])],
-        "odd": [helper.make_node("GlobalAveragePool", ["odd"], ["y"])],
+        "odd": [helper.make_node("Relu", ["odd"], ["r_odd"])],
+        "g2": [helper.make_node("Relu", ["g2"], ["r_g2"])],
+        "few": [helper.make_node("GlobalAveragePool", ["few"], ["y"])],
     }
     for args in [
         ("c1", "x", "c1", 3, 16, 3),
@@ -416,6 +419,8 @@ def conv_family() -> onnx.ModelProto:
         ("p7", "r7", "p7", 32, 32, 1),
         ("q7", "rp7", "q7", 32, 32, 3),
         ("odd", "sum7", "odd", 32, 24, 3),
+        ("g2", "r_odd", "g2", 24, 24, 3, 1, 2),
+        ("few", "r_g2", "few", 24, 20, 3),
     ]:
         node, weights = _conv(*args)
         nodes += [node, *epilogues[args[0]]]
@@ -425,37 +430,46 @@ def conv_family() -> onnx.ModelProto:
         nodes,
         "conv_family",
         [_float_info("x", [1, 3, 28, 28])],  # widths 28, 14 and 7: every packed tile
-        [_float_info("y", [1, 24, 1, 1])],
+        [_float_info("y", [1, 20, 1, 1])],
         initializer=inits,
     )
     return _model(graph)
 
 
 def dense_family() -> onnx.ModelProto:
-    """Matmuls the default schedules target: M = 1 and M = 6 dense with bias and relu,
-    Gemm with transB, batched (attention-like) matmul, and an N no vector width divides."""
+    """Matmuls and row-wise functions the default schedules target: M = 1 and M = 6 dense
+    with bias and relu (packed weights), Gemm with transB (packed after the transpose),
+    batched (attention-like) matmul with softmax, layer norm, an N no vector width divides,
+    and a softmax over 1,500 classes, whose row buffer is too big for the stack (its
+    kernel alone runs without parallel loops)."""
     rng = _rng(7)
     w1 = (rng.standard_normal((64, 96)) / 8).astype(np.float32)
-    w2 = (rng.standard_normal((40, 96)) / 8).astype(np.float32)  # Gemm transB: [N, K]
-    w3 = (rng.standard_normal((40, 20)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((48, 96)) / 8).astype(np.float32)  # Gemm transB: [N, K]
+    w3 = (rng.standard_normal((48, 20)) / 8).astype(np.float32)
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"]),
         helper.make_node("Add", ["h", "b1"], ["hb"]),
         helper.make_node("Relu", ["hb"], ["a"]),
         helper.make_node("Gemm", ["a", "w2", "b2"], ["g"], transB=1),
-        helper.make_node("MatMul", ["g", "w3"], ["odd"]),
-        helper.make_node("MatMul", ["q", "k"], ["scores"]),
+        helper.make_node("LayerNormalization", ["g", "gamma", "beta"], ["normed"], axis=-1),
+        helper.make_node("MatMul", ["normed", "w3"], ["odd"]),
+        helper.make_node("MatMul", ["q", "k"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["scores"], axis=-1),
         helper.make_node("MatMul", ["v", "w1"], ["row"]),
+        helper.make_node("Softmax", ["classes"], ["probabilities"], axis=-1),
     ]
     graph = helper.make_graph(
         nodes,
         "dense_family",
         [_float_info("x", [6, 64]), _float_info("q", [4, 16, 32]), _float_info("k", [4, 32, 16]),
-         _float_info("v", [1, 64])],
-        [_float_info("odd", [6, 20]), _float_info("scores", [4, 16, 16]), _float_info("row", [1, 96])],
+         _float_info("v", [1, 64]), _float_info("classes", [3, 1500])],
+        [_float_info("odd", [6, 20]), _float_info("scores", [4, 16, 16]), _float_info("row", [1, 96]),
+         _float_info("probabilities", [3, 1500])],
         initializer=[
             _const("w1", w1), _const("b1", (0.1 * rng.standard_normal(96)).astype(np.float32)),
-            _const("w2", w2), _const("b2", (0.1 * rng.standard_normal(40)).astype(np.float32)),
+            _const("w2", w2), _const("b2", (0.1 * rng.standard_normal(48)).astype(np.float32)),
+            _const("gamma", (1 + 0.1 * rng.standard_normal(48)).astype(np.float32)),
+            _const("beta", (0.1 * rng.standard_normal(48)).astype(np.float32)),
             _const("w3", w3),
         ],
     )  # fmt: skip

@@ -148,6 +148,7 @@ def render_package(
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
     document = metadata(identity, plan, golden, operators, context)
     document["scheduled_kernels"] = {arch: list(o.scheduled) for arch, o in sorted(lowered.objects.items())}
+    document["serial_kernels"] = {arch: list(o.serial) for arch, o in sorted(lowered.objects.items())}
     files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 
