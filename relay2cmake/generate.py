@@ -87,7 +87,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         model_file=options.model.name,
         model_sha256=imported.source_sha256,
         # A model without kernels carries no objects: only what was built is listed.
-        targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects),
+        targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects)
+        + tuple(t.wide_variant().label for t in targets if t.is_object and _has_wide(lowered, t)),
     )
     files = timed(
         "render",
@@ -100,3 +101,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         for label, reason in lowered.skipped.items()
     )
     return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds, warnings=warnings)
+
+
+def _has_wide(lowered, target) -> bool:
+    object_set = lowered.objects.get(target.arch)
+    return object_set is not None and object_set.wide is not None

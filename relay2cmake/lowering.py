@@ -7,6 +7,7 @@ kernel symbol carries the package prefix so several packages can live in one pro
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ class ObjectSet:
     code: bytes  # a relocatable ELF object with every kernel
     scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
     serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
+    wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -83,6 +85,11 @@ def _register_c_intrinsics() -> None:
 def kernel_symbol(prefix: str, name: str) -> str:
     """The C symbol TVM emits for a PrimFunc whose global_symbol is ``<prefix>_<name>``."""
     return f"__tvm_ffi_{prefix}_{name}"
+
+
+def wide_kernel_symbol(prefix: str, name: str) -> str:
+    """The same kernel in the AVX-512 twin set."""
+    return kernel_symbol(f"{prefix}_wide", name)
 
 
 def _called_prim_funcs(main, module) -> list:
@@ -168,6 +175,26 @@ def _llvm_ir(prims, prefix: str, target: KernelTarget, serial: frozenset[str]) -
         return object_code.prefix_backend_symbols(ir_path.read_text(), prefix), names
 
 
+def _renamed(prims, symbol_prefix: str):
+    """``prims`` with global symbols ``<symbol_prefix>_<name>`` (a second set of one model)."""
+    import tvm
+
+    return tvm.IRModule(
+        {
+            gv: f.with_attr("global_symbol", f"{symbol_prefix}_{gv.name_hint}")
+            for gv, f in prims.functions.items()
+        }
+    )
+
+
+def _merged(scratch: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """Scratch bytes per kernel that any of the kernel sets may need."""
+    result = dict(scratch)
+    for symbol, size in more.items():
+        result[symbol] = max(result.get(symbol, 0), size)
+    return result
+
+
 def rewrite_relax(module):
     """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
     select, float16 Mod widened, 2-D convolutions channels-last, constant matmul weights
@@ -208,12 +235,22 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
         if not target.is_object:
             continue
         try:
-            objects[target.arch], object_scratch = _object(prims, prefix, target)
+            object_set, object_scratch = _object(prims, prefix, target)
         except ModelError as exc:  # the C kernels still serve this architecture
             skipped[target.label] = str(exc)
             continue
-        for symbol, size in object_scratch.items():
-            scratch[symbol] = max(scratch.get(symbol, 0), size)
+        wide = target.wide_variant()
+        if wide is not None:
+            try:
+                wide_set, wide_scratch = _object(_renamed(prims, f"{prefix}_wide"), prefix, wide)
+            except ModelError as exc:  # the default set still serves AVX-512 CPUs
+                skipped[wide.label] = str(exc)
+            else:
+                object_set = dataclasses.replace(object_set, wide=wide_set)
+                base = {wide_kernel_symbol(prefix, n): kernel_symbol(prefix, n) for n in symbols}
+                object_scratch = _merged(object_scratch, {base[k]: v for k, v in wide_scratch.items()})
+        objects[target.arch] = object_set
+        scratch = _merged(scratch, object_scratch)
     return LoweredModel(
         prefix=prefix,
         main=main,

@@ -1,10 +1,12 @@
 """The default schedules (LLVM object kernels) compute what ONNX Runtime computes, with 1
-and 2 threads, and the portable C kernels of the same package agree. Speed is measured by
+and 2 threads, in both x86 sets (the AVX-512 twin where the CPU has it, x86-64-v3 in qemu's
+Haswell), and the portable C kernels of the same package agree. Speed is measured by
 benchmarks/, never here."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,6 +21,8 @@ from packaging_helpers import (
 )
 
 FAMILIES = {"conv_family": (conv_family, 5), "dense_family": (dense_family, 5)}
+QEMU_X86 = shutil.which("qemu-x86_64")
+HOST_AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text().split()
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -41,15 +45,29 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         np.save(tmp_path / f"in{index}.npy", array)
     paths = [tmp_path / f"in{i}.npy" for i in range(len(inputs))]
     expected = onnxruntime_outputs(model, meta, inputs)
-    for build, threads in [(package.build, 1), (package.build, 2), (portable, 1)]:
-        out = tmp_path / f"out_{build.name}_{threads}"
-        run([build / f"{name.lower()}_cli", "--threads", str(threads), "--output-dir", out, *paths])
+    cli = package.build / f"{name.lower()}_cli"
+    runs = {
+        "objects 1T": [cli, "--threads", "1"],
+        "objects 2T": [cli, "--threads", "2"],
+        "C kernels": [portable / f"{name.lower()}_cli"],
+    }
+    if QEMU_X86 is not None:  # a CPU with AVX2 but not AVX-512: the x86-64-v3 set runs
+        runs["x86-64-v3 in qemu"] = [QEMU_X86, "-cpu", "Haswell", cli]
+    for label, command in runs.items():
+        out = tmp_path / label.replace(" ", "_")
+        run([*command, "--output-dir", out, *paths])
         for index, want in enumerate(expected):
             got = np.load(out / f"output_{index}.npy")
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{build.name} {threads}T")
-
-
-QEMU_X86 = shutil.which("qemu-x86_64")
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=label)
+    # Which set ran: the AVX-512 twin on this CPU if it has AVX-512, the default set in qemu.
+    assert meta["scheduled_kernels"]["x86_64-wide"] == scheduled
+    own = run([cli, "--bench", "1", "--output-dir", tmp_path / "bench", *paths]).stdout
+    assert f"kernels x86_64:{'x86-64-v4' if HOST_AVX512 else 'x86-64-v3'}" in own
+    if QEMU_X86 is not None:
+        emulated = run(
+            [QEMU_X86, "-cpu", "Haswell", cli, "--bench", "1", "--output-dir", tmp_path / "b2", *paths]
+        )
+        assert "kernels x86_64:x86-64-v3" in emulated.stdout
 
 
 @pytest.mark.skipif(QEMU_X86 is None, reason="needs qemu-user (tools/install_system_deps.sh)")

@@ -18,7 +18,7 @@ from relay2cmake.plan import PackagePlan
 from relay2cmake.targets import KernelTarget
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
-_CONTEXT_FIXED_BYTES = 4 * 8 + 256
+_CONTEXT_FIXED_BYTES = 5 * 8 + 256
 _DLTENSOR_BOUND = 64
 _FFI_ANY_BYTES = 16
 # The thread pool: a mutex, two condition variables and counters, plus a thread handle and
@@ -144,6 +144,7 @@ def build_context(
         steps.append(
             {
                 "symbol": step.symbol,
+                "wide_symbol": _wide_symbol(step.symbol, prefix),
                 "kernel": step.kernel,
                 "first_arg": len(args),
                 "num_args": len(step.args),
@@ -167,7 +168,11 @@ def build_context(
         for c, p in zip(plan.constants, placements, strict=True)
     ]
 
-    object_targets = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
+    listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
+    wide_labels = {t.wide_variant().label for t in listed if t.wide_variant() is not None}
+    object_targets = [t for t in listed if t.label not in wide_labels]  # one per architecture
+    wide_targets = {t.arch: t.wide_variant() for t in object_targets if t.wide_variant() is not None}
+    wide_targets = {arch: t for arch, t in wide_targets.items() if t.label in identity.targets}
     context_bytes = align_up(
         _CONTEXT_FIXED_BYTES
         + 8 * (len(outputs) + 1)  # output extents
@@ -195,9 +200,19 @@ def build_context(
                 "path": f"objects/{t.arch}/{prefix}_kernels.o",
                 "processors": "|".join(t.processors),
                 "define": f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
+                # The AVX-512 twin (symbols <prefix>_wide_*), linked beside it and picked at run time.
+                "wide_path": f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
             }
             for t in object_targets
         ],
+        "has_wide_kernels": bool(wide_targets),
+        "wide_kernel_set": ", ".join(t.label for t in wide_targets.values()),
+        "wide_cpu_check": " && ".join(
+            f'__builtin_cpu_supports("{feature}")'
+            for t in wide_targets.values()
+            for feature in t.x86_features
+        )
+        or "0",
         # The x86 object set needs these CPU features; checked when a context is made.
         "x86_cpu_check": " && ".join(
             f'__builtin_cpu_supports("{feature}")' for t in object_targets for feature in t.x86_features
@@ -215,6 +230,7 @@ def build_context(
         "num_args": len(args),
         "steps": steps,
         "kernel_symbols": sorted({s["symbol"] for s in steps}),
+        "wide_kernel_symbols": sorted({s["wide_symbol"] for s in steps} - {s["symbol"] for s in steps}),
         "shapes": shapes.table(),
         "constants": constants,
         "weight_shards": shard_views,
@@ -234,3 +250,11 @@ def build_context(
         "weights_sha256_bytes": ", ".join(f"0x{b:02x}" for b in weights_file.sha256),
         "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
     }
+
+
+def _wide_symbol(symbol: str, prefix: str) -> str:
+    """A step's function in the AVX-512 twin set: the same kernel there; builtins are shared."""
+    from relay2cmake.lowering import kernel_symbol, wide_kernel_symbol
+
+    own = kernel_symbol(prefix, "")
+    return wide_kernel_symbol(prefix, symbol[len(own) :]) if symbol.startswith(own) else symbol

@@ -135,6 +135,8 @@ def render_package(
     ).encode("utf-8")
     for arch, object_set in lowered.objects.items():
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
+        if object_set.wide is not None:
+            files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
     for shard in shards:
         # Rendered while writing, one at a time: the C text is 4x the weights.
         files[f"src/{prefix}_weights_{shard.index}.c"] = functools.partial(
@@ -147,8 +149,10 @@ def render_package(
     for index, array in enumerate(golden.expected):
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
     document = metadata(identity, plan, golden, operators, context)
-    document["scheduled_kernels"] = {arch: list(o.scheduled) for arch, o in sorted(lowered.objects.items())}
-    document["serial_kernels"] = {arch: list(o.serial) for arch, o in sorted(lowered.objects.items())}
+    sets = {arch: o for arch, o in lowered.objects.items()}
+    sets.update({f"{arch}-wide": o.wide for arch, o in lowered.objects.items() if o.wide is not None})
+    document["scheduled_kernels"] = {name: list(o.scheduled) for name, o in sorted(sets.items())}
+    document["serial_kernels"] = {name: list(o.serial) for name, o in sorted(sets.items())}
     files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 

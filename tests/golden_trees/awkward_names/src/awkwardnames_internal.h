@@ -90,6 +90,9 @@ typedef struct awkwardnames_step_desc {
 extern const awkwardnames_buffer_desc awkwardnames_buffer_table[];
 extern const awkwardnames_arg_desc awkwardnames_arg_table[];
 extern const awkwardnames_step_desc awkwardnames_step_table[];
+#ifdef AWKWARDNAMES_WIDE_KERNELS_LINKED
+extern const awkwardnames_kernel_fn awkwardnames_wide_step_kernels[];
+#endif
 extern const awkwardnames_tensor_info awkwardnames_input_table[];
 extern const awkwardnames_tensor_info awkwardnames_output_table[];
 extern const size_t awkwardnames_input_fields[];   /* offsetof(awkwardnames_inputs, field) */

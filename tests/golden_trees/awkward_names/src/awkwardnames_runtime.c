@@ -28,6 +28,7 @@
 #define AWKWARDNAMES_MESSAGE_BYTES 256
 
 struct awkwardnames_context {
+  const awkwardnames_kernel_fn* step_kernels;  /* the AVX-512 set's, or NULL: the step table's */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -165,6 +166,9 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
 #endif
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
+#if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) context->step_kernels = awkwardnames_wide_step_kernels;
+#endif
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
   context->pool.threads = 1;
   for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {
@@ -260,6 +264,20 @@ const char* awkwardnames_last_error(const awkwardnames_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
 
+/* The kernel set CMake linked (its define), for awkwardnames_kernel_set. */
+#if defined(AWKWARDNAMES_OBJECTS_X86_64)
+#define AWKWARDNAMES_KERNEL_SET_NAME "x86_64:x86-64-v3"
+#endif
+#ifndef AWKWARDNAMES_KERNEL_SET_NAME
+#define AWKWARDNAMES_KERNEL_SET_NAME "c"
+#endif
+
+const char* awkwardnames_kernel_set(const awkwardnames_context* context) {
+  if (context == NULL) return "";
+  if (context->step_kernels != NULL) return "x86_64:x86-64-v4";
+  return AWKWARDNAMES_KERNEL_SET_NAME;
+}
+
 const char* awkwardnames_status_string(awkwardnames_status status) {
   switch (status) {
     case AWKWARDNAMES_OK: return "ok";
@@ -330,6 +348,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
   awkwardnames_current = context;
   for (i = 0; awkwardnames_step_table[i].kernel != NULL; ++i) {
     const awkwardnames_step_desc* step = &awkwardnames_step_table[i];
+    awkwardnames_kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
     context->scratch_top = context->arena + step->scratch_offset;
@@ -337,7 +356,8 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     result.type_index = 0;
     result.zero_padding = 0;
     result.v_int64 = 0;
-    rc = step->kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+    kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
+    rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc != 0) {
       const char* parts[4];
       parts[0] = "kernel ";

@@ -210,6 +210,7 @@ int main(int argc, char** argv) {
     qsort(times, (size_t)bench, sizeof(double), compare_doubles);
     printf("latency_ms min=%.4f median=%.4f max=%.4f\n", times[0],
            bench % 2 ? times[bench / 2] : 0.5 * (times[bench / 2 - 1] + times[bench / 2]), times[bench - 1]);
+    printf("kernels %s\n", awkwardnames_kernel_set(context));
     free(times);
   }
   if (make_directory(output_dir) != 0) {

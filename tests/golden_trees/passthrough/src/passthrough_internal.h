@@ -90,6 +90,9 @@ typedef struct passthrough_step_desc {
 extern const passthrough_buffer_desc passthrough_buffer_table[];
 extern const passthrough_arg_desc passthrough_arg_table[];
 extern const passthrough_step_desc passthrough_step_table[];
+#ifdef PASSTHROUGH_WIDE_KERNELS_LINKED
+extern const passthrough_kernel_fn passthrough_wide_step_kernels[];
+#endif
 extern const passthrough_tensor_info passthrough_input_table[];
 extern const passthrough_tensor_info passthrough_output_table[];
 extern const size_t passthrough_input_fields[];   /* offsetof(passthrough_inputs, field) */

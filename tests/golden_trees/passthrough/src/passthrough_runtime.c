@@ -28,6 +28,7 @@
 #define PASSTHROUGH_MESSAGE_BYTES 256
 
 struct passthrough_context {
+  const passthrough_kernel_fn* step_kernels;  /* the AVX-512 set's, or NULL: the step table's */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -165,6 +166,9 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
 #endif
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
+#if defined(PASSTHROUGH_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) context->step_kernels = passthrough_wide_step_kernels;
+#endif
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
   context->pool.threads = 1;
   for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
@@ -260,6 +264,20 @@ const char* passthrough_last_error(const passthrough_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
 
+/* The kernel set CMake linked (its define), for passthrough_kernel_set. */
+#if defined(PASSTHROUGH_OBJECTS_X86_64)
+#define PASSTHROUGH_KERNEL_SET_NAME "x86_64:x86-64-v3"
+#endif
+#ifndef PASSTHROUGH_KERNEL_SET_NAME
+#define PASSTHROUGH_KERNEL_SET_NAME "c"
+#endif
+
+const char* passthrough_kernel_set(const passthrough_context* context) {
+  if (context == NULL) return "";
+  if (context->step_kernels != NULL) return "x86_64:x86-64-v4";
+  return PASSTHROUGH_KERNEL_SET_NAME;
+}
+
 const char* passthrough_status_string(passthrough_status status) {
   switch (status) {
     case PASSTHROUGH_OK: return "ok";
@@ -330,6 +348,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   passthrough_current = context;
   for (i = 0; passthrough_step_table[i].kernel != NULL; ++i) {
     const passthrough_step_desc* step = &passthrough_step_table[i];
+    passthrough_kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
     context->scratch_top = context->arena + step->scratch_offset;
@@ -337,7 +356,8 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     result.type_index = 0;
     result.zero_padding = 0;
     result.v_int64 = 0;
-    rc = step->kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+    kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
+    rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc != 0) {
       const char* parts[4];
       parts[0] = "kernel ";

@@ -222,6 +222,9 @@ AWKWARDNAMES_API awkwardnames_status awkwardnames_weights_load(const char* path)
 
 /* What went wrong in the last call on this context ("" after success). */
 AWKWARDNAMES_API const char* awkwardnames_last_error(const awkwardnames_context* context);
+/* Which kernels this context runs: "c", an object set such as "x86_64:x86-64-v3", or its
+ * AVX-512 twin on CPUs that have AVX-512 ("" for a NULL context). */
+AWKWARDNAMES_API const char* awkwardnames_kernel_set(const awkwardnames_context* context);
 /* A fixed description of a status code. */
 AWKWARDNAMES_API const char* awkwardnames_status_string(awkwardnames_status status);
 

@@ -216,6 +216,9 @@ PASSTHROUGH_API passthrough_status passthrough_weights_load(const char* path);
 
 /* What went wrong in the last call on this context ("" after success). */
 PASSTHROUGH_API const char* passthrough_last_error(const passthrough_context* context);
+/* Which kernels this context runs: "c", an object set such as "x86_64:x86-64-v3", or its
+ * AVX-512 twin on CPUs that have AVX-512 ("" for a NULL context). */
+PASSTHROUGH_API const char* passthrough_kernel_set(const passthrough_context* context);
 /* A fixed description of a status code. */
 PASSTHROUGH_API const char* passthrough_status_string(passthrough_status status);
 
