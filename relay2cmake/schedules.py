@@ -316,8 +316,9 @@ def _schedule_rows(sch, options: ScheduleOptions) -> bool:
             if len(loops) <= len(rows):
                 continue  # a per-row scalar stage (a row's mean, a combined sum)
             if any(sch.get(block).same_as(sch.get(p)) for p in partials):
-                lane, serial = loops[len(rows)], loops[-1]  # (lanes, row / lanes) after compute_at
-                sch.reorder(serial, lane)
+                lane = loops[len(rows)]  # then row / lanes, unless the row is one vector
+                if len(loops) > len(rows) + 1:
+                    sch.reorder(loops[-1], lane)
                 sch.vectorize(lane)
             elif "R" not in _kinds(sch, block) and _extent(sch, loops[-1]) % lanes == 0:
                 sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
