@@ -112,6 +112,9 @@ def gen(
         "default: the host's architecture; 'c' alone: C kernels only).",
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is not empty."),
+    tuning_db: Path | None = typer.Option(
+        None, "--tuning-db", help="Schedules from `relay2cmake tune` (optional; defaults need none)."
+    ),
 ) -> None:
     """Generate a CMake package from MODEL."""
 
@@ -128,6 +131,7 @@ def gen(
                 targets=tuple(target),
                 force=force,
                 constant_inputs=parse_constant_inputs(constant_input),
+                tuning_db=tuning_db,
             ),
             progress=_progress(),
         )
@@ -138,6 +142,49 @@ def gen(
             f"Wrote {report.identity.name} ({report.files} files) to {out}: {len(plan.steps)} kernel calls, "
             f"arena {plan.arena_bytes} B (TVM's static plan: {plan.tvm_storage_bytes} B of intermediates, "
             f"without inputs and kernel scratch), weights {plan.weight_bytes} B."
+        )
+
+    _run(action)
+
+
+@app.command()
+def tune(
+    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Tuning database to write (JSON)."),
+    trials: int = typer.Option(64, "--trials", help="Schedules MetaSchedule measures per kernel."),
+    target: list[str] = typer.Option(
+        [], "--target", help="Kernel set to tune: x86_64[:CPU] or aarch64[:CPU] (default: the host's)."
+    ),
+    input_shape: list[str] = typer.Option([], "--input-shape", help="As for gen."),
+    constant_input: list[str] = typer.Option([], "--constant-input", help="As for gen."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+) -> None:
+    """Search faster schedules for MODEL's kernels with MetaSchedule (minutes; optional).
+
+    A kernel keeps a tuned schedule only if it ran faster than the default one here;
+    `gen --tuning-db OUT` uses them."""
+
+    def action() -> None:
+        from relay2cmake import tuning
+
+        if out.exists() and not force:
+            raise UserError(f"{str(out)!r} exists; pass --force to replace it.")
+        report = tuning.tune(
+            model,
+            parse_input_shapes(input_shape),
+            parse_constant_inputs(constant_input),
+            tuple(target),
+            trials,
+            _progress(),
+        )
+        tuning.save(report.database, out)
+        for record in report.database.records:
+            typer.echo(
+                f"  {record.kernel}: {record.tuned_us:.1f} us tuned, {record.default_us:.1f} us default"
+            )
+        typer.echo(
+            f"Wrote {out}: {len(report.database.records)} of {report.kernels} kernels faster than their "
+            f"default schedule ({report.database.target}), in {report.seconds:.0f} s."
         )
 
     _run(action)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay2cmake import golden, naming
+from relay2cmake import tuning as tuning_db
 from relay2cmake.emit.context import PackageIdentity
 from relay2cmake.emit.package import check_output_dir, render_package, write_package
 from relay2cmake.frontends import import_model
@@ -27,6 +28,7 @@ class GenerateOptions:
     targets: tuple[str, ...] = ()  # --target values; none: c plus the host architecture
     force: bool = False
     constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"
+    tuning_db: Path | None = None  # written by `relay2cmake tune`
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     targets = parse_targets(list(options.targets))
     # Refuse to clobber before any long step; checked again just before writing.
     check_output_dir(options.out, options.force)
+    tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
+    untuned = tuning is not None and tuning.target not in {t.label for t in targets}
     seconds: dict[str, float] = {}
 
     def timed(label: str, message: str, work):
@@ -74,7 +78,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     lowered = timed(
         "lower",
         f"Lowering with TVM (kernels: {', '.join(t.label for t in targets)})",
-        lambda: lower(imported.module, prefix, targets),
+        lambda: lower(imported.module, prefix, targets, tuning),
     )
     plan = timed(
         "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(targets))
@@ -99,6 +103,10 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     warnings = tuple(
         f"no {label} objects ({reason[:300]}); the package uses its portable C kernels there."
         for label, reason in lowered.skipped.items()
+    ) + (
+        (f"the tuning database is for {tuning.target}, which this package does not build; it was not used.",)
+        if untuned
+        else ()
     )
     return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds, warnings=warnings)
 

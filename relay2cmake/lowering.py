@@ -23,6 +23,7 @@ from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_module
 from relay2cmake.targets import KernelTarget
+from relay2cmake.tuning import TuningDatabase
 
 
 def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
@@ -46,6 +47,7 @@ class ObjectSet:
     code: bytes  # a relocatable ELF object with every kernel
     scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
     serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
+    tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
     wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
 
 
@@ -122,18 +124,36 @@ def _build(prims, target, what: str):
             ) from None
 
 
-def _object(prims, prefix: str, target: KernelTarget) -> tuple[ObjectSet, dict[str, int]]:
+def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
+    """Kernel name → its PrimFunc scheduled by a tuning record, where one applies."""
+    from relay2cmake import tuning as tuning_db
+
+    records = tuning.by_workload()
+    result = {}
+    for gv in prims.get_global_vars():
+        record = records.get(tuning_db.workload_hash(prims[gv]))
+        scheduled = tuning_db.apply(prims[gv], record) if record is not None else None
+        if scheduled is not None:
+            result[gv.name_hint] = scheduled
+    return result
+
+
+def _object(
+    prims, prefix: str, target: KernelTarget, tuned: dict[str, Any] | None = None
+) -> tuple[ObjectSet, dict[str, int]]:
     """One relocatable object for ``target``, with the backend function pointers renamed to
     this package's, and the scratch bytes per kernel."""
     import tvm
 
+    tuned = dict(tuned or {})
     serial: frozenset[str] = frozenset()
-    text, names = _llvm_ir(prims, prefix, target, serial)
+    text, names = _llvm_ir(prims, prefix, target, serial, tuned)
     try:
         scratch = object_code.scratch_bytes(text, prefix)
     except object_code.ParallelScratch:
-        serial = _serial_kernels(prims, prefix, target)
-        text, names = _llvm_ir(prims, prefix, target, serial)
+        serial = _serial_kernels(prims, prefix, target, tuned)
+        tuned = {name: f for name, f in tuned.items() if name not in serial}  # default, serial
+        text, names = _llvm_ir(prims, prefix, target, serial, tuned)
         scratch = object_code.scratch_bytes(text, prefix)
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path, object_path = Path(folder) / "kernels.ll", Path(folder) / "kernels.o"
@@ -141,10 +161,15 @@ def _object(prims, prefix: str, target: KernelTarget) -> tuple[ObjectSet, dict[s
         # TVM's LLVM module loader reads textual IR back and emits the object for its triple.
         tvm.runtime.load_module(str(ir_path)).write_to_file(str(object_path))
         code = object_path.read_bytes()
-        return ObjectSet(code=code, scheduled=tuple(names), serial=tuple(sorted(serial))), scratch
+        return (
+            ObjectSet(
+                code=code, scheduled=tuple(names), serial=tuple(sorted(serial)), tuned=tuple(sorted(tuned))
+            ),
+            scratch,
+        )
 
 
-def _serial_kernels(prims, prefix: str, target: KernelTarget) -> frozenset[str]:
+def _serial_kernels(prims, prefix: str, target: KernelTarget, tuned: dict[str, Any]) -> frozenset[str]:
     """Kernels whose parallel loops would allocate scratch (the arena's scratch is one stack
     per context, which concurrent tasks cannot share), found one by one: they are scheduled
     without parallel loops, and the others keep theirs."""
@@ -152,7 +177,7 @@ def _serial_kernels(prims, prefix: str, target: KernelTarget) -> frozenset[str]:
 
     def allocates_in_parallel(module) -> bool:
         try:
-            object_code.scratch_bytes(_llvm_ir(module, prefix, target, frozenset())[0], prefix)
+            object_code.scratch_bytes(_llvm_ir(module, prefix, target, frozenset(), tuned)[0], prefix)
         except object_code.ParallelScratch:
             return True
         return False
@@ -162,11 +187,16 @@ def _serial_kernels(prims, prefix: str, target: KernelTarget) -> frozenset[str]:
     )
 
 
-def _llvm_ir(prims, prefix: str, target: KernelTarget, serial: frozenset[str]) -> tuple[str, list[str]]:
-    """The kernels scheduled and built for ``target`` as LLVM IR text, backend symbols
-    renamed; and the names of the scheduled kernels."""
+def _llvm_ir(
+    prims, prefix: str, target: KernelTarget, serial: frozenset[str], tuned: dict[str, Any]
+) -> tuple[str, list[str]]:
+    """The kernels scheduled (``tuned`` ones as given) and built for ``target`` as LLVM IR
+    text, backend symbols renamed; and the names of the scheduled kernels."""
     scheduled, names = schedule_module(
-        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True), serial
+        prims,
+        ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True),
+        serial,
+        tuned,
     )
     library = _build(scheduled, target.tvm_target(), f"{target.label} code")
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
@@ -203,8 +233,9 @@ def rewrite_relax(module):
     return vectorizable_math(pack_matmul_weights(fold_constant_transposes(module)))
 
 
-def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget("c"),)) -> LoweredModel:
-    """Lower once (one memory plan for every kernel set), then generate each kernel set."""
+def lowered_kernels(module, prefix: str):
+    """The Relax rewrites and TVM's CPU pipeline: the lowered ``main`` and the PrimFuncs it
+    calls, with global symbols ``<prefix>_<name>``."""
     import tvm
     from tvm import relax
 
@@ -217,13 +248,27 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
         raise ModelError(f"TVM could not lower this model: {type(exc).__name__}: {message}") from None
-
     main = lowered["main"]
     called = _called_prim_funcs(main, lowered)
-    symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
-    prims = tvm.IRModule(
+    return main, tvm.IRModule(
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
+
+
+def lower(
+    module,
+    prefix: str,
+    targets: tuple[KernelTarget, ...] = (KernelTarget("c"),),
+    tuning: TuningDatabase | None = None,
+) -> LoweredModel:
+    """Lower once (one memory plan for every kernel set), then generate each kernel set;
+    ``tuning``'s schedules replace the default ones in the set of its target."""
+    import tvm
+
+    c_target = tvm.target.Target("c")
+    main, prims = lowered_kernels(module, prefix)
+    called = prims.get_global_vars()
+    symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
     if not called:
         return LoweredModel(
             prefix=prefix, main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={}
@@ -234,15 +279,20 @@ def lower(module, prefix: str, targets: tuple[KernelTarget, ...] = (KernelTarget
     for target in targets:
         if not target.is_object:
             continue
+        tuned = _tuned(prims, tuning) if tuning is not None and tuning.target == target.label else {}
         try:
-            object_set, object_scratch = _object(prims, prefix, target)
+            object_set, object_scratch = _object(prims, prefix, target, tuned)
         except ModelError as exc:  # the C kernels still serve this architecture
             skipped[target.label] = str(exc)
             continue
         wide = target.wide_variant()
         if wide is not None:
             try:
-                wide_set, wide_scratch = _object(_renamed(prims, f"{prefix}_wide"), prefix, wide)
+                wide_prims = _renamed(prims, f"{prefix}_wide")
+                wide_tuned = (
+                    _tuned(wide_prims, tuning) if tuning is not None and tuning.target == wide.label else {}
+                )
+                wide_set, wide_scratch = _object(wide_prims, prefix, wide, wide_tuned)
             except ModelError as exc:  # the default set still serves AVX-512 CPUs
                 skipped[wide.label] = str(exc)
             else:

@@ -101,8 +101,8 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     *outer, i, j, k = loops
     lanes = options.vector_lanes
     n_extent, m_extent = _extent(sch, j), _extent(sch, i)
-    rows = _divisor(m_extent, 4 if lanes <= 8 else 8)
     cols = _divisor(n_extent, lanes * (8 if m_extent == 1 else 2))
+    rows = _divisor(m_extent, min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols)))
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
     vector = lanes if options.vectorize and cols % lanes == 0 else cols
@@ -180,9 +180,11 @@ def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
 
 
 # Accumulator vectors a register tile may hold: AVX2 has 16 vector registers (12 for the
-# tile, the rest for one weight vector per column block and a broadcast pixel); AVX-512 and
-# NEON have 32.
-ACCUMULATORS = {4: 24, 8: 12, 16: 24}
+# tile, the rest for one weight vector per column block and a broadcast pixel); NEON has 32.
+# AVX-512 has 32 too, but TVM keeps a tile on the stack only below 1 KiB (16 x 64 bytes is
+# too much): a bigger one becomes scratch, which parallel loops cannot hold.
+ACCUMULATORS = {4: 24, 8: 12, 16: 15}
+STACK_BYTES = 1024  # TVM's kMaxStackAlloca: a tile must stay below it
 MIN_PIXELS = 4
 RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
 
@@ -362,10 +364,12 @@ def _schedule(func, options: ScheduleOptions):
     return sch.mod["main"]
 
 
-def schedule_module(module, options: ScheduleOptions, serial: frozenset[str] = frozenset()):
-    """Every PrimFunc of ``module`` scheduled where a pattern applies (the ``serial`` ones
-    without parallel loops); returns the new module and the names of the scheduled
-    functions."""
+def schedule_module(
+    module, options: ScheduleOptions, serial: frozenset[str] = frozenset(), tuned: dict | None = None
+):
+    """Every PrimFunc of ``module`` scheduled: as given in ``tuned`` (by name), else where a
+    pattern applies (the ``serial`` ones without parallel loops); returns the new module and
+    the names of the scheduled functions."""
     import dataclasses
 
     import tvm
@@ -374,6 +378,8 @@ def schedule_module(module, options: ScheduleOptions, serial: frozenset[str] = f
     for gv, func in module.functions.items():
         own = dataclasses.replace(options, parallel=False) if gv.name_hint in serial else options
         result = schedule_function(func, own) if isinstance(func, tvm.tirx.PrimFunc) else None
+        if tuned and gv.name_hint in tuned:
+            result = tuned[gv.name_hint]
         if result is not None:
             functions[gv] = result.with_attr("global_symbol", func.attrs["global_symbol"])
             scheduled.append(gv.name_hint)

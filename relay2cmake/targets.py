@@ -78,13 +78,16 @@ class KernelTarget:
             return KernelTarget("x86_64", WIDE_X86_CPU)
         return None
 
-    def tvm_target(self):
+    def tvm_target(self, cores: int | None = None):
+        """TVM's target; ``cores`` (physical cores) is what MetaSchedule needs to know."""
         import tvm
 
         if not self.is_object:
             return tvm.target.Target("c")
         triple, _, _ = ARCHITECTURES[self.arch]
         spec = {"kind": "llvm", "mtriple": triple, "mcpu": self.cpu}
+        if cores is not None:
+            spec["num-cores"] = cores
         if self.arch == "aarch64":
             spec["mattr"] = ["+neon"]
         return tvm.target.Target(spec)
@@ -96,6 +99,15 @@ def host_target() -> KernelTarget | None:
         if machine in spellings:
             return KernelTarget(arch, cpu)
     return None
+
+
+def host_runs_wide() -> bool:
+    """Whether this machine's CPU has the AVX-512 features the twin set needs (Linux)."""
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return False
+    return all(f in flags for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl"))
 
 
 def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:

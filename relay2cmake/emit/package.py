@@ -153,6 +153,7 @@ def render_package(
     sets.update({f"{arch}-wide": o.wide for arch, o in lowered.objects.items() if o.wide is not None})
     document["scheduled_kernels"] = {name: list(o.scheduled) for name, o in sorted(sets.items())}
     document["serial_kernels"] = {name: list(o.serial) for name, o in sorted(sets.items())}
+    document["tuned_kernels"] = {name: list(o.tuned) for name, o in sorted(sets.items()) if o.tuned}
     files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 

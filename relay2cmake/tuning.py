@@ -1,0 +1,206 @@
+"""``relay2cmake tune``: MetaSchedule searches schedules for a model's kernels, and a kernel
+keeps a tuned schedule only when it ran faster than the default schedule, both timed here
+the same way. ``gen --tuning-db`` replays the kept schedules in the object set of the
+tuned target; other sets keep the default schedules. By default ``tune`` tunes the set this
+machine runs: the default x86-64 set, or its AVX-512 twin on CPUs with AVX-512.
+
+A record names its kernel by a hash of the unscheduled PrimFunc (symbol name removed), so
+a database made for one model applies to any package of it, whatever ``--name``, and to
+the kernels other models share with it. The file is JSON, sorted, and holds MetaSchedule's
+traces in TVM's own serialization.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from relay2cmake.errors import ModelError, UserError
+
+FORMAT = "relay2cmake-tuning-1"
+BUILD_FUNCTION = "relay2cmake.tuning.build"  # MetaSchedule's builder workers look it up by name
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    kernel: str  # the kernel's name in the model it was tuned for (for people)
+    workload: str  # hash of the unscheduled PrimFunc: what a record applies to
+    trace: str  # MetaSchedule's trace (tvm.ir.save_json of Trace.as_json())
+    tuned_us: float
+    default_us: float
+
+
+@dataclass(frozen=True)
+class TuningDatabase:
+    target: str  # the kernel set it was tuned for, e.g. "x86_64:x86-64-v3"
+    records: tuple[TuningRecord, ...]
+
+    def by_workload(self) -> dict[str, TuningRecord]:
+        return {r.workload: r for r in self.records}
+
+
+def register_build_function() -> None:
+    """Worker initializer: MetaSchedule's default build imports all of TVM's tensor
+    intrinsics first (about 16 s per worker, past its 30 s timeout on 2 cores)."""
+    import tvm
+
+    if tvm.get_global_func(BUILD_FUNCTION, allow_missing=True) is None:
+        tvm.register_global_func(BUILD_FUNCTION, _build)
+
+
+def _build(mod, target, _params):
+    from tvm.driver import build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+
+
+def normalized(func):
+    """A copy of the PrimFunc as MetaSchedule sees it: named ``main``, whatever the package
+    prefix. A deep copy: schedule primitives on a Schedule made from ``with_attr``'s result
+    were seen to rewrite the original function's loops in place (TVM 0.27)."""
+    import tvm
+
+    return tvm.ir.load_json(tvm.ir.save_json(func)).with_attr("global_symbol", "main")
+
+
+def workload_hash(func) -> str:
+    import tvm_ffi
+
+    return f"{tvm_ffi.structural_hash(normalized(func)) & (2**64 - 1):016x}"
+
+
+def load(path: Path) -> TuningDatabase:
+    """A database written by ``tune``, or a UserError that says what is wrong with it."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"--tuning-db {str(path)!r} does not exist.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--tuning-db {str(path)!r} is not readable JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise UserError(f"--tuning-db {str(path)!r} is not a relay2cmake tuning database ({FORMAT}).")
+    try:
+        records = tuple(TuningRecord(**r) for r in document["records"])
+        return TuningDatabase(target=str(document["target"]), records=records)
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"--tuning-db {str(path)!r} is damaged: {exc}") from None
+
+
+def save(database: TuningDatabase, path: Path) -> None:
+    document = {
+        "format": FORMAT,
+        "target": database.target,
+        "records": [asdict(r) for r in sorted(database.records, key=lambda r: r.workload)],
+    }
+    Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
+def apply(func, record: TuningRecord):
+    """``func`` scheduled by the record's trace (same global symbol), or None if the trace
+    no longer applies (a different TVM)."""
+    import tvm
+    from tvm import s_tir
+
+    try:
+        sch = s_tir.Schedule(normalized(func))
+        s_tir.schedule.Trace.apply_json_to_schedule(tvm.ir.load_json(record.trace), sch)
+    except Exception:  # a trace from another TVM version: the default schedule stays
+        return None
+    return sch.mod["main"].with_attr("global_symbol", func.attrs["global_symbol"])
+
+
+def _seconds(func, target) -> float:
+    """Median time of one call, in this process (TVM's thread pool), random inputs."""
+    import numpy as np
+    import tvm
+
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True}):
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target)
+    device = tvm.cpu()
+    rng = np.random.default_rng(0)
+    arguments = []
+    for param in func.params:
+        shape, dtype = [int(d) for d in param.shape], str(param.dtype)
+        data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
+        arguments.append(tvm.runtime.tensor(data, device))
+    evaluator = library.time_evaluator("main", device, number=10, repeat=3, min_repeat_ms=20)
+    return float(np.median(evaluator(*arguments).results))
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    database: TuningDatabase
+    kernels: int
+    seconds: float
+
+
+def tune(model: Path, input_shapes, constant_inputs, target_spec: tuple[str, ...], trials: int, progress):
+    """Search ``trials`` schedules per kernel; returns the kept records (faster than default)."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from relay2cmake.frontends import import_model
+    from relay2cmake.lowering import lowered_kernels
+    from relay2cmake.schedules import ScheduleOptions, schedule_function
+    from relay2cmake.targets import host_runs_wide, parse_targets
+
+    start = time.perf_counter()
+    target = parse_targets(list(target_spec))[-1]
+    wide = target.wide_variant()
+    if not target_spec and wide is not None and host_runs_wide():
+        target = wide  # by default, tune the set this machine runs: the AVX-512 twin here
+    if not target.is_object:
+        raise UserError("tune needs an object target (x86_64[:CPU] or aarch64[:CPU]), not c.")
+    if trials < 1:
+        raise UserError("--trials must be at least 1.")
+    with progress("Importing the model"):
+        imported = import_model(model, input_shapes or {}, constant_inputs or {})
+    with progress("Lowering"):
+        _, prims = lowered_kernels(imported.module, "tune")
+    tvm_target = target.tvm_target(cores=os.cpu_count() or 1)
+    kernels = {gv.name_hint: prims[gv] for gv in prims.get_global_vars()}
+    register_build_function()
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-tune-") as work:
+        with progress(f"Tuning {len(kernels)} kernels, {trials} trials each (MetaSchedule)"):
+            try:
+                database = ms.tune_tir(
+                    tvm.IRModule({name: normalized(f) for name, f in kernels.items()}),
+                    tvm_target,
+                    work_dir=work,
+                    max_trials_global=trials * len(kernels),
+                    max_trials_per_task=trials,
+                    num_trials_per_iter=min(trials, 16),
+                    builder=ms.builder.LocalBuilder(
+                        f_build=BUILD_FUNCTION, initializer=register_build_function
+                    ),
+                    seed=0,
+                )
+            except Exception as exc:
+                message = " ".join(str(exc).split())[:500]
+                raise ModelError(f"MetaSchedule failed: {type(exc).__name__}: {message}") from None
+        records = []
+        options = ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True)
+        with progress("Timing tuned against default schedules"):
+            for name, func in sorted(kernels.items()):
+                best = database.query_schedule(tvm.IRModule({"main": normalized(func)}), tvm_target, "main")
+                if best is None:
+                    continue
+                default = schedule_function(func, options) or func
+                tuned_s, default_s = _seconds(best.mod["main"], tvm_target), _seconds(default, tvm_target)
+                if tuned_s < default_s:
+                    records.append(
+                        TuningRecord(
+                            kernel=name,
+                            workload=workload_hash(func),
+                            trace=tvm.ir.save_json(best.trace.as_json()),
+                            tuned_us=round(tuned_s * 1e6, 2),
+                            default_us=round(default_s * 1e6, 2),
+                        )
+                    )
+    result = TuningDatabase(target=target.label, records=tuple(records))
+    return TuneReport(database=result, kernels=len(kernels), seconds=time.perf_counter() - start)
