@@ -8,7 +8,7 @@ it measures, in this one run, median latencies of
 - TVM's Relax VM on the same lowered module and the same default schedules as our
   package (so the difference is the driver), ``TVM_NUM_THREADS`` = T;
 - the generated package's ``<name>_cli --bench --threads T`` (default targets: C plus the
-  x86-64-v3 object set), built Release with the system compiler;
+  x86-64-v3 object set and its AVX-512 twin), built Release with the system compiler;
 
 and prints ratios, GFLOPS, % of this machine's measured single-core peak (``peak.c``),
 arena bytes and library size. Machines here are shared: each latency is the best of three
@@ -101,10 +101,12 @@ from tvm import relax
 from relay2cmake import lowering
 from relay2cmake.frontends import import_model
 from relay2cmake.schedules import ScheduleOptions, schedule_module
-from relay2cmake.targets import parse_targets
+from relay2cmake.targets import host_runs_wide, parse_targets
 
 model, input_path, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 target = parse_targets(None)[1]
+if target.wide_variant() is not None and host_runs_wide():
+    target = target.wide_variant()  # the set the package runs on this machine
 imported = import_model(model, {}, None)
 tvm_target = target.tvm_target()
 with tvm_target:
@@ -172,11 +174,13 @@ def build_package(model_path: Path, work: Path, name: str, targets: list[str]) -
     return build, json.loads((package / "metadata.json").read_text())
 
 
-def ours_ms(build: Path, name: str, input_path: Path, threads: int, runs: int) -> float:
-    return min(_ours_round(build, name, input_path, threads, runs) for _ in range(ROUNDS))
+def ours_ms(build: Path, name: str, input_path: Path, threads: int, runs: int) -> tuple[float, str]:
+    """Best median of ROUNDS runs of the cli, and the kernel set it reported."""
+    rounds = [_ours_round(build, name, input_path, threads, runs) for _ in range(ROUNDS)]
+    return min(ms for ms, _ in rounds), rounds[0][1]
 
 
-def _ours_round(build: Path, name: str, input_path: Path, threads: int, runs: int) -> float:
+def _ours_round(build: Path, name: str, input_path: Path, threads: int, runs: int) -> tuple[float, str]:
     result = subprocess.run(
         [
             str(build / f"{name.lower()}_cli"),
@@ -194,7 +198,8 @@ def _ours_round(build: Path, name: str, input_path: Path, threads: int, runs: in
         text=True,
         check=True,
     )
-    return float(re.search(r"median=([0-9.]+)", result.stdout).group(1))
+    kernels = re.search(r"^kernels (.+)$", result.stdout, re.M)
+    return float(re.search(r"median=([0-9.]+)", result.stdout).group(1)), kernels.group(1) if kernels else "?"
 
 
 def main() -> int:
@@ -232,16 +237,18 @@ def main() -> int:
         library = build / f"lib{name.lower()}.a"
         for threads in thread_counts:
             runs = args.runs if flop < 2e9 else max(10, args.runs // 5)
+            ours, kernel_set = ours_ms(build, name, input_path, threads, runs)
             row = {
                 "model": model_name,
                 "gflop": flop / 1e9,
                 "threads": threads,
                 "ort": onnxruntime_ms(model_path, {spec["name"]: x}, threads, runs),
                 "vm": tvm_vm_ms(model_path, input_path, threads, runs),
-                "ours": ours_ms(build, name, input_path, threads, runs),
+                "ours": ours,
+                "kernel_set": kernel_set,
                 "arena": meta["memory"]["arena_bytes"],
                 "library": library.stat().st_size if library.exists() else 0,
-                "scheduled": len(meta["scheduled_kernels"].get("x86_64", [])),
+                "scheduled": len(meta["scheduled_kernels"].get("x86_64", [])),  # the same in the twin
                 "kernels": len(meta["kernels"]),
             }
             rows.append(row)
@@ -262,6 +269,8 @@ def _geomean(values: list[float]) -> float:
 
 
 def write_report(rows: list[dict], peak: dict, path: Path, seconds: float, thread_counts: list[int]) -> None:
+    kernel_set = rows[0]["kernel_set"] if rows else "?"
+    own_peak = peak["native"] if kernel_set.endswith("x86-64-v4") else peak["x86-64-v3"]
     lines = [
         "# Performance",
         "",
@@ -269,12 +278,13 @@ def write_report(rows: list[dict], peak: dict, path: Path, seconds: float, threa
         f"({platform.machine()}, {os.cpu_count()} cores, shared with other work: compare ratios within "
         "one run). Latencies are the best of three medians. *TVM VM* runs the same lowered module "
         "and the same default schedules as the package, through TVM's Relax VM and runtime; *ours* is the "
-        "package's `<name>_cli --bench` with the default kernel sets (C + x86-64-v3 objects), "
-        "built Release by the system gcc.",
+        "package's `<name>_cli --bench` with the default kernel sets (C + x86-64-v3 objects and "
+        f"their AVX-512 twin; this run used {kernel_set}), built Release by the system gcc.",
         "",
-        f"Measured single-core fp32 peak (`benchmarks/peak.c`): {peak['native']:.0f} GFLOPS with "
-        f"this CPU's widest vectors, {peak['x86-64-v3']:.0f} GFLOPS with AVX2 (what x86-64-v3 "
-        "objects can use). % of peak below is against the AVX2 figure times the threads.",
+        f"Measured single-core fp32 peak (`benchmarks/peak.c`, register-only FMA chains): "
+        f"{peak['native']:.0f} GFLOPS with this CPU's widest vectors, {peak['x86-64-v3']:.0f} GFLOPS "
+        "with AVX2. % of peak below is against the figure for the vectors the package used, times "
+        "the threads.",
         "",
         "| model | GFLOP | threads | ONNX Runtime ms | TVM VM ms | ours ms | ours/ORT | ours/VM "
         "| ours GFLOPS | % of peak | arena B | library B | scheduled kernels |",
@@ -285,7 +295,7 @@ def write_report(rows: list[dict], peak: dict, path: Path, seconds: float, threa
         lines.append(
             f"| {r['model']} | {r['gflop']:.3f} | {r['threads']} | {r['ort']:.3f} | {r['vm']:.3f} | "
             f"{r['ours']:.3f} | {r['ours'] / r['ort']:.2f} | {r['ours'] / r['vm']:.2f} | {gflops:.1f} | "
-            f"{100 * gflops / (peak['x86-64-v3'] * r['threads']):.0f}% | {r['arena']} | {r['library']} | "
+            f"{100 * gflops / (own_peak * r['threads']):.0f}% | {r['arena']} | {r['library']} | "
             f"{r['scheduled']}/{r['kernels']} |"
         )
     lines += [
