@@ -18,7 +18,7 @@ convolution keeps TVM's NHWC legalization.
 from __future__ import annotations
 
 from relay2cmake.constant_transposes import fold_constant_transposes
-from relay2cmake.relax_rewrite import rewrite_functions
+from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
 
 PACK = 16  # output channels per contiguous weight block: one AVX-512, two AVX2 or four NEON vectors
 # Block names the schedules dispatch on (TVM's own NHWC convolution is "conv2d_nhwc").
@@ -94,18 +94,10 @@ def _packed(weight):
     return np.ascontiguousarray(blocks)
 
 
-def _static_shape(expr) -> list[int] | None:
-    values = getattr(getattr(expr, "ty", None), "shape", None)
-    values = getattr(values, "values", None)
-    if values is None or not all(hasattr(d, "value") for d in values):
-        return None
-    return [int(d.value) for d in values]
-
-
 def _kind(call) -> str | None:
     """'conv', 'depthwise' or None (not one of ours: TVM's legalization keeps it)."""
     attrs = call.attrs
-    data, weight = _static_shape(call.args[0]), _static_shape(call.args[1])
+    data, weight = static_shape(call.args[0]), static_shape(call.args[1])
     if (
         data is None
         or weight is None
@@ -159,14 +151,11 @@ def convolutions_channels_last(module):
             kind = _kind(call) if call.op == conv2d else None
             if kind is None:
                 return call
-            weight = call.args[1]
-            if isinstance(weight, relax.Var):  # the folded transpose's binding
-                bound = self.lookup_binding(weight)
-                weight = weight if bound is None else bound
+            weight = constant_or_self(self, call.args[1])
             if (
                 kind == "conv"
                 and isinstance(weight, tvm.ir.GenericConst)
-                and _static_shape(weight)[3] % PACK == 0
+                and static_shape(weight)[3] % PACK == 0
             ):
                 weight = relax.const(_packed(weight.value.numpy()))
             else:

@@ -15,7 +15,7 @@ everything else keeps TVM's legalization.
 
 from __future__ import annotations
 
-from relay2cmake.relax_rewrite import rewrite_functions
+from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
 
 PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON vectors
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
@@ -33,13 +33,6 @@ def _matmul_packed(data, packed):
         return te.sum(data[(*outer, k)] * packed[j // PACK, k, j % PACK], axis=k)
 
     return te.compute((*batch, rows, blocks * PACK), element, name=MATMUL_BLOCK)
-
-
-def _static_shape(expr) -> list[int] | None:
-    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
-    if values is None or not all(hasattr(d, "value") for d in values):
-        return None
-    return [int(d.value) for d in values]
 
 
 def _qualifies(call, data_shape, weight) -> bool:
@@ -68,14 +61,11 @@ def pack_matmul_weights(module):
             call = super().visit_call_(call)
             if call.op != matmul:
                 return call
-            weight = call.args[1]
-            if isinstance(weight, relax.Var):  # a folded transpose's binding (Gemm's transB)
-                bound = self.lookup_binding(weight)
-                weight = weight if bound is None else bound
+            weight = constant_or_self(self, call.args[1])
             if not isinstance(weight, tvm.ir.GenericConst):
                 return call
             value = weight.value.numpy()
-            if not _qualifies(call, _static_shape(call.args[0]), value):
+            if not _qualifies(call, static_shape(call.args[0]), value):
                 return call
             depth, columns = value.shape
             packed = np.ascontiguousarray(value.reshape(depth, columns // PACK, PACK).transpose(1, 0, 2))

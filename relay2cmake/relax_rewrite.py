@@ -1,4 +1,5 @@
-"""Running a Relax ``PyExprMutator`` over every Relax function of a module."""
+"""Running a Relax ``PyExprMutator`` over every Relax function of a module, and small facts
+about Relax expressions the rewrites share."""
 
 from __future__ import annotations
 
@@ -12,3 +13,22 @@ def rewrite_functions(module, mutator):
         if isinstance(func, relax.Function):
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
     return mutator.builder_.get()
+
+
+def static_shape(expr) -> list[int] | None:
+    """The expression's shape when every dimension is a constant, else None."""
+    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
+    if values is None or not all(hasattr(d, "value") for d in values):
+        return None
+    return [int(d.value) for d in values]
+
+
+def constant_or_self(mutator, expr):
+    """The constant a dataflow variable is bound to (a folded transpose's result, as the
+    mutator emitted it), or ``expr`` itself."""
+    from tvm import relax
+
+    if isinstance(expr, relax.Var):
+        bound = mutator.lookup_binding(expr)
+        return expr if bound is None else bound
+    return expr

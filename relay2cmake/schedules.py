@@ -114,15 +114,21 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(k1)
     sch.unroll(i1)
     sch.unroll(jv)
-    if options.vectorize:
-        sch.vectorize(j1)
+    _finish_tile(sch, block, write_back, j1 if options.vectorize else None, (*outer, i0, j0), k0, options)
+
+
+def _finish_tile(sch, block, write_back, vector, outer, first_reduction, options: ScheduleOptions) -> None:
+    """The end of every tile schedule: the ``vector`` loop vectorized in the update, its
+    write-back and its init; the ``outer`` tile loops fused and parallel. Both before
+    decompose_reduction: afterwards the update no longer counts as a reduction, and both
+    primitives refuse it."""
+    if vector is not None:
+        sch.vectorize(vector)
         sch.vectorize(sch.get_loops(write_back)[-1])
     if options.parallel:
-        # Vectorize and parallel before decompose_reduction: afterwards the update block
-        # no longer counts as a reduction and both primitives refuse it.
-        sch.parallel(sch.fuse(*outer, i0, j0))
-    init = sch.decompose_reduction(block, k0)
-    if options.vectorize:
+        sch.parallel(sch.fuse(*outer))
+    init = sch.decompose_reduction(block, first_reduction)
+    if vector is not None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
@@ -169,14 +175,7 @@ def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(ry)
     sch.unroll(rx)
     sch.unroll(f1)
-    if options.vectorize:
-        sch.vectorize(x1)
-        sch.vectorize(sch.get_loops(write_back)[-1])
-    if options.parallel:
-        sch.parallel(sch.fuse(n, f0, y))
-    init = sch.decompose_reduction(block, rc)
-    if options.vectorize:
-        sch.vectorize(sch.get_loops(init)[-1])
+    _finish_tile(sch, block, write_back, x1 if options.vectorize else None, (n, f0, y), rc, options)
 
 
 # Accumulator vectors a register tile may hold: AVX2 has 16 vector registers (12 for the
@@ -239,14 +238,7 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(y1)
     sch.unroll(x1)
     sch.unroll(fv)
-    if options.vectorize and lanes > 1:
-        sch.vectorize(f1)
-        sch.vectorize(sch.get_loops(write_back)[-1])
-    if options.parallel:
-        sch.parallel(sch.fuse(*outer))
-    init = sch.decompose_reduction(block, ry)
-    if options.vectorize and lanes > 1:
-        sch.vectorize(sch.get_loops(init)[-1])
+    _finish_tile(sch, block, write_back, f1 if lanes > 1 else None, outer, ry, options)
 
 
 def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
@@ -266,14 +258,7 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(ry)
     sch.unroll(rx)
     sch.unroll(x1)
-    if options.vectorize and lanes > 1:
-        sch.vectorize(c1)
-        sch.vectorize(sch.get_loops(write_back)[-1])
-    if options.parallel:
-        sch.parallel(sch.fuse(n, y, c0))
-    init = sch.decompose_reduction(block, ry)
-    if options.vectorize and lanes > 1:
-        sch.vectorize(sch.get_loops(init)[-1])
+    _finish_tile(sch, block, write_back, c1 if lanes > 1 else None, (n, y, c0), ry, options)
 
 
 # Last blocks of row-wise functions: every stage of one row is computed together.
