@@ -21,7 +21,7 @@ from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.packed_matmul import pack_matmul_weights
-from relay2cmake.schedules import ScheduleOptions, schedule_module
+from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
 from relay2cmake.targets import KernelTarget
 from relay2cmake.tuning import TuningDatabase
 
@@ -49,6 +49,7 @@ class ObjectSet:
     serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
     tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
     wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
+    kernels: tuple[str, ...] = ()  # every kernel the object defines
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -124,6 +125,26 @@ def _build(prims, target, what: str):
             ) from None
 
 
+def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase | None):
+    """The AVX-512 twin: only the kernels a default schedule (or a tuning record) applies
+    to, with symbols ``<prefix>_wide_*``; (None, {}) when there are none. The others run
+    from the default set on every CPU: TVM's unscheduled loops gain little from AVX-512, and
+    LLVM's AVX-512 code for one of them (ONNX's test_tile) computed wrong values."""
+    import tvm
+
+    renamed = _renamed(prims, f"{prefix}_wide")
+    tuned = _tuned(renamed, tuning) if tuning is not None and tuning.target == wide.label else {}
+    options = ScheduleOptions(vector_lanes=wide.vector_lanes, vectorize=True, parallel=True)
+    chosen = {
+        gv: renamed[gv]
+        for gv in renamed.get_global_vars()
+        if gv.name_hint in tuned or schedule_function(renamed[gv], options) is not None
+    }
+    if not chosen:
+        return None, {}
+    return _object(tvm.IRModule(chosen), prefix, wide, tuned)
+
+
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
     """Kernel name → its PrimFunc scheduled by a tuning record, where one applies."""
     from relay2cmake import tuning as tuning_db
@@ -163,7 +184,11 @@ def _object(
         code = object_path.read_bytes()
         return (
             ObjectSet(
-                code=code, scheduled=tuple(names), serial=tuple(sorted(serial)), tuned=tuple(sorted(tuned))
+                code=code,
+                scheduled=tuple(names),
+                serial=tuple(sorted(serial)),
+                tuned=tuple(sorted(tuned)),
+                kernels=tuple(sorted(gv.name_hint for gv in prims.get_global_vars())),
             ),
             scratch,
         )
@@ -288,14 +313,11 @@ def lower(
         wide = target.wide_variant()
         if wide is not None:
             try:
-                wide_prims = _renamed(prims, f"{prefix}_wide")
-                wide_tuned = (
-                    _tuned(wide_prims, tuning) if tuning is not None and tuning.target == wide.label else {}
-                )
-                wide_set, wide_scratch = _object(wide_prims, prefix, wide, wide_tuned)
+                wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning)
             except ModelError as exc:  # the default set still serves AVX-512 CPUs
                 skipped[wide.label] = str(exc)
-            else:
+                wide_set = None
+            if wide_set is not None:
                 object_set = dataclasses.replace(object_set, wide=wide_set)
                 base = {wide_kernel_symbol(prefix, n): kernel_symbol(prefix, n) for n in symbols}
                 object_scratch = _merged(object_scratch, {base[k]: v for k, v in wide_scratch.items()})

@@ -323,9 +323,12 @@ def schedule_function(func, options: ScheduleOptions):
 
 
 def _schedule(func, options: ScheduleOptions):
+    import tvm
     from tvm import s_tir
 
-    sch = s_tir.Schedule(func)
+    # A deep copy: schedule primitives were seen to rewrite loops of a function that shares
+    # its body with the one scheduled (``with_attr`` copies), in place (TVM 0.27).
+    sch = s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(func)))
     if _schedule_rows(sch, options):
         return sch.mod["main"]
     reductions = _reduction_blocks(sch)

@@ -13,6 +13,7 @@ from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
 from relay2cmake.emit.weights import Placement, Shard, WeightsFile
 from relay2cmake.golden import GoldenData
+from relay2cmake.lowering import wide_kernel_symbol
 from relay2cmake.naming import c_string_literal, comment_text
 from relay2cmake.plan import PackagePlan
 from relay2cmake.targets import KernelTarget
@@ -116,7 +117,10 @@ def build_context(
     placements: list[Placement],
     weights_file: WeightsFile,
     golden: GoldenData,
+    wide_kernels: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
+    """``wide_kernels``: the kernels the AVX-512 twin set defines (the others run from the
+    default set there too)."""
     prefix = identity.prefix
     shapes = _Shapes(prefix)
     inputs = _io_views(plan.inputs, prefix, shapes)
@@ -144,7 +148,9 @@ def build_context(
         steps.append(
             {
                 "symbol": step.symbol,
-                "wide_symbol": _wide_symbol(step.symbol, prefix),
+                "wide_symbol": wide_kernel_symbol(prefix, step.kernel)
+                if step.kernel in wide_kernels
+                else step.symbol,
                 "kernel": step.kernel,
                 "first_arg": len(args),
                 "num_args": len(step.args),
@@ -250,11 +256,3 @@ def build_context(
         "weights_sha256_bytes": ", ".join(f"0x{b:02x}" for b in weights_file.sha256),
         "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
     }
-
-
-def _wide_symbol(symbol: str, prefix: str) -> str:
-    """A step's function in the AVX-512 twin set: the same kernel there; builtins are shared."""
-    from relay2cmake.lowering import kernel_symbol, wide_kernel_symbol
-
-    own = kernel_symbol(prefix, "")
-    return wide_kernel_symbol(prefix, symbol[len(own) :]) if symbol.startswith(own) else symbol

@@ -126,7 +126,10 @@ def render_package(
 ) -> dict[str, Content]:
     shards, placements = weights.layout(plan.constants)
     weights_file = weights.weights_file(shards)
-    context = build_context(identity, plan, shards, placements, weights_file, golden)
+    wide_kernels = frozenset(
+        n for o in lowered.objects.values() if o.wide is not None for n in o.wide.kernels
+    )
+    context = build_context(identity, plan, shards, placements, weights_file, golden, wide_kernels)
     files = render_templates(context)
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix

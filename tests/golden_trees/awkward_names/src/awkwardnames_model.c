@@ -89,18 +89,3 @@ const awkwardnames_step_desc awkwardnames_step_table[] = {
   { __tvm_ffi_awkwardnames_multiply, "multiply", 6u, 3u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
-
-#ifdef AWKWARDNAMES_WIDE_KERNELS_LINKED
-/* The same kernels built for AVX-512 (awkwardnames_kernels_wide.o), one per step; builtins
- * are shared. Contexts made on CPUs with AVX-512 call these. */
-int32_t __tvm_ffi_awkwardnames_wide_add(void* self, void* args, int32_t num_args, void* result);
-int32_t __tvm_ffi_awkwardnames_wide_multiply(void* self, void* args, int32_t num_args, void* result);
-int32_t __tvm_ffi_awkwardnames_wide_subtract(void* self, void* args, int32_t num_args, void* result);
-
-const awkwardnames_kernel_fn awkwardnames_wide_step_kernels[] = {
-  __tvm_ffi_awkwardnames_wide_add,
-  __tvm_ffi_awkwardnames_wide_subtract,
-  __tvm_ffi_awkwardnames_wide_multiply,
-  NULL
-};
-#endif

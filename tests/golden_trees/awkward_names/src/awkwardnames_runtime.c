@@ -167,7 +167,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
 #if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) context->step_kernels = awkwardnames_wide_step_kernels;
+  if (0) context->step_kernels = awkwardnames_wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -274,7 +274,7 @@ const char* awkwardnames_last_error(const awkwardnames_context* context) {
 
 const char* awkwardnames_kernel_set(const awkwardnames_context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return "x86_64:x86-64-v4";
+  if (context->step_kernels != NULL) return "";
   return AWKWARDNAMES_KERNEL_SET_NAME;
 }
 

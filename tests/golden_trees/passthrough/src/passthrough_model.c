@@ -77,14 +77,3 @@ const passthrough_step_desc passthrough_step_table[] = {
   { __tvm_ffi_passthrough_tir_exp, "tir_exp", 0u, 2u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
-
-#ifdef PASSTHROUGH_WIDE_KERNELS_LINKED
-/* The same kernels built for AVX-512 (passthrough_kernels_wide.o), one per step; builtins
- * are shared. Contexts made on CPUs with AVX-512 call these. */
-int32_t __tvm_ffi_passthrough_wide_tir_exp(void* self, void* args, int32_t num_args, void* result);
-
-const passthrough_kernel_fn passthrough_wide_step_kernels[] = {
-  __tvm_ffi_passthrough_wide_tir_exp,
-  NULL
-};
-#endif
