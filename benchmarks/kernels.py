@@ -10,15 +10,18 @@ Prints kernels by total time, with GFLOPS from TVM's estimate of each kernel's w
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))  # relay2cmake from this checkout
 
 
 def _model_path(name: str, folder: Path) -> Path:
@@ -70,17 +73,46 @@ def _arguments(func, device):
     return arrays
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "model", help="a benchmarks/models.py name (mobilenet, resnet50, ...) or an .onnx file"
-    )
-    parser.add_argument("--target", default="x86_64", help="kernel set, as gen --target (default x86_64)")
-    parser.add_argument("--top", type=int, default=12)
-    args = parser.parse_args()
+# flop per operand byte below which a kernel counts as memory-bound: this machine's FMA peak
+# (117 GFLOPS) over a core's streaming bandwidth from L3 (a few tens of GB/s).
+MEMORY_BOUND_INTENSITY = 8
 
+
+@dataclass(frozen=True)
+class KernelTime:
+    name: str
+    calls: int  # how often the model calls it
+    seconds: float  # one call, median
+    flop: float  # one call, TVM's estimate (0 when it cannot tell)
+    bytes: int  # one call's operands: inputs, weights and outputs
+    scheduled: bool  # a default schedule (schedules.py) applied
+
+    @property
+    def total(self) -> float:
+        return self.seconds * self.calls
+
+    @property
+    def gflops(self) -> float:
+        return self.flop / self.seconds / 1e9
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9
+
+    @property
+    def memory_bound(self) -> bool:
+        """Fewer flop per operand byte than a core can do while streaming them: a GEMV
+        (M = 1, 0.5 flop/byte) or a depthwise conv (about 2) waits on memory, not on FMAs."""
+        return self.flop < MEMORY_BOUND_INTENSITY * self.bytes
+
+    @property
+    def conv_or_matmul(self) -> bool:
+        return "conv2d" in self.name or "matmul" in self.name
+
+
+def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
+    """Every kernel of the model, scheduled for ``target_spec`` (a gen --target) as gen does,
+    built and timed alone on one thread; slowest in total first."""
     import tvm
     from tvm import relax
 
@@ -89,9 +121,8 @@ def main() -> None:
     from relay2cmake.schedules import ScheduleOptions, schedule_module
     from relay2cmake.targets import parse_targets
 
-    target = parse_targets([args.target])[-1]
-    with tempfile.TemporaryDirectory() as folder:
-        imported = import_model(_model_path(args.model, Path(folder)), {})
+    target = parse_targets([target_spec])[-1]
+    imported = import_model(model_path, {})
     c_target = tvm.target.Target("c")
     with c_target:
         lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module))
@@ -107,17 +138,32 @@ def main() -> None:
         library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
         evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device)).results))
-        work = _flops(prims[gv.name_hint])
-        rows.append((seconds * calls[gv.name_hint], gv.name_hint, calls[gv.name_hint], seconds, work))
-    rows.sort(reverse=True)
-    total = sum(r[0] for r in rows)
-    print(f"{args.model} ({target.label}, 1 thread): {total * 1e3:.2f} ms in {len(rows)} kernels")
+        name = gv.name_hint
+        operands = sum(math.prod(int(d) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
+        rows.append(KernelTime(name, calls[name], seconds, _flops(prims[name]), operands, name in names))
+    return sorted(rows, key=lambda row: row.total, reverse=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "model", help="a benchmarks/models.py name (mobilenet, resnet50, ...) or an .onnx file"
+    )
+    parser.add_argument("--target", default="x86_64", help="kernel set, as gen --target (default x86_64)")
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        rows = time_kernels(_model_path(args.model, Path(folder)), args.target)
+    total = sum(row.total for row in rows)
+    print(f"{args.model} ({args.target}, 1 thread): {total * 1e3:.2f} ms in {len(rows)} kernels")
     print(f"{'kernel':48} {'calls':>5} {'ms each':>9} {'ms total':>9} {'share':>6} {'GFLOPS':>7} scheduled")
-    for spent, name, count, seconds, work in rows[: args.top]:
-        gflops = f"{work / seconds / 1e9:7.1f}" if work else "      -"
+    for row in rows[: args.top]:
+        gflops = f"{row.gflops:7.1f}" if row.flop else "      -"
         print(
-            f"{name[:48]:48} {count:5d} {seconds * 1e3:9.3f} {spent * 1e3:9.3f} {spent / total:6.1%} "
-            f"{gflops} {'yes' if name in names else 'no'}"
+            f"{row.name[:48]:48} {row.calls:5d} {row.seconds * 1e3:9.3f} {row.total * 1e3:9.3f} "
+            f"{row.total / total:6.1%} {gflops} {'yes' if row.scheduled else 'no'}"
         )
 
 
