@@ -9,8 +9,9 @@ column block is one sequential stream. Measured on the transformer's FFN (128 x 
 1024, AVX2): see docs/performance.md.
 
 Float32 matmuls of a static left operand of rank 2 or more and a constant [K, N] right
-operand with N a multiple of 16 qualify (dense layers, ONNX MatMul/Gemm with weights);
-everything else keeps TVM's legalization.
+operand with N of 16 or more qualify (dense layers, ONNX MatMul/Gemm with weights); the last
+block of an N that 16 does not divide (1,000 classes) is padded with zeros, which the
+kernel never reads. Everything else keeps TVM's legalization.
 """
 
 from __future__ import annotations
@@ -21,18 +22,17 @@ PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON ve
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
 
 
-def _matmul_packed(data, packed):
+def _matmul_packed(data, packed, columns: int):
     from tvm import te
 
     *batch, rows, depth = (int(d) for d in data.shape)
-    blocks = int(packed.shape[0])
     k = te.reduce_axis((0, depth), name="k")
 
     def element(*index):
         *outer, j = index
         return te.sum(data[(*outer, k)] * packed[j // PACK, k, j % PACK], axis=k)
 
-    return te.compute((*batch, rows, blocks * PACK), element, name=MATMUL_BLOCK)
+    return te.compute((*batch, rows, columns), element, name=MATMUL_BLOCK)
 
 
 def _qualifies(call, data_shape, weight) -> bool:
@@ -43,7 +43,7 @@ def _qualifies(call, data_shape, weight) -> bool:
         and str(weight.dtype) == "float32"
         and weight.ndim == 2
         and weight.shape[0] == data_shape[-1]
-        and weight.shape[1] % PACK == 0
+        and weight.shape[1] >= PACK
         and call.attrs.out_dtype in ("", "float32", None)
     )
 
@@ -68,9 +68,14 @@ def pack_matmul_weights(module):
             if not _qualifies(call, static_shape(call.args[0]), value):
                 return call
             depth, columns = value.shape
-            packed = np.ascontiguousarray(value.reshape(depth, columns // PACK, PACK).transpose(1, 0, 2))
+            padded = np.pad(value, [(0, 0), (0, -columns % PACK)])
+            packed = np.ascontiguousarray(padded.reshape(depth, -1, PACK).transpose(1, 0, 2))
             return self.builder_.call_te(
-                _matmul_packed, call.args[0], relax.const(packed), primfunc_name_hint="matmul"
+                _matmul_packed,
+                call.args[0],
+                relax.const(packed),
+                columns=columns,
+                primfunc_name_hint="matmul",
             )
 
     return rewrite_functions(module, _Pack(module))

@@ -43,6 +43,16 @@ def _divisor(extent: int, preferred: int) -> int:
     return 1
 
 
+def _vector_width(extent: int, options: ScheduleOptions) -> int:
+    """Lanes of the vectors along an output axis of ``extent``: the register's width, else
+    half or a quarter of it where that divides the extent (1,000 classes: 8 lanes of
+    AVX-512), down to 4; 1 (scalar) when none does or the target cannot vectorize."""
+    lanes = options.vector_lanes if options.vectorize else 1
+    while lanes >= 4 and extent % lanes != 0:
+        lanes //= 2
+    return lanes if lanes >= 4 else 1
+
+
 def _reduction_blocks(sch):
     from tvm import tirx
 
@@ -101,11 +111,13 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     *outer, i, j, k = loops
     lanes = options.vector_lanes
     n_extent, m_extent = _extent(sch, j), _extent(sch, i)
-    cols = _divisor(n_extent, lanes * (8 if m_extent == 1 else 2))
+    width = _vector_width(n_extent, options)
+    # Columns: 2 register widths, 8 for M = 1 (a GEMV has no rows to reuse weights across).
+    cols = width * _divisor(n_extent // width, lanes * (8 if m_extent == 1 else 2) // width)
     rows = _divisor(m_extent, min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols)))
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
-    vector = lanes if options.vectorize and cols % lanes == 0 else cols
+    vector = width if width > 1 else cols  # scalar: the columns stay one plain loop
     # One loop per vector, so that none spans two blocks of packed weights (packed_matmul.py).
     j0, jv, j1 = sch.split(j, [None, cols // vector, vector])
     k0, k1 = sch.split(k, [None, _divisor(_extent(sch, k), 4)])
@@ -114,7 +126,7 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(k1)
     sch.unroll(i1)
     sch.unroll(jv)
-    _finish_tile(sch, block, write_back, j1 if options.vectorize else None, (*outer, i0, j0), k0, options)
+    _finish_tile(sch, block, write_back, j1 if width > 1 else None, (*outer, i0, j0), k0, options)
 
 
 def _finish_tile(sch, block, write_back, vector, outer, first_reduction, options: ScheduleOptions) -> None:
@@ -212,9 +224,8 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     """out[n, y, x, f] += pad[n, y*s + ry, x*s + rx, rc] * w[ry, rx, rc, f]: vectors along f
     (contiguous weights and outputs), one broadcast input value per pixel of the tile."""
     n, y, x, f, ry, rx, rc = sch.get_loops(block)
-    lanes = options.vector_lanes if options.vectorize else 1
     channels = _extent(sch, f)
-    lanes = lanes if channels % lanes == 0 else 1
+    lanes = _vector_width(channels, options)
     rows, columns, vectors = _pixel_tile(
         _extent(sch, y), _extent(sch, x), channels // lanes, options.vector_lanes
     )
@@ -245,9 +256,8 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     """out[n, y, x, c] += pad[n, y*s + ry, x*s + rx, c] * w[ry, rx, 0, c]: vectors along c,
     the kernel window unrolled over a few pixels."""
     n, y, x, c, ry, rx = sch.get_loops(block)
-    lanes = options.vector_lanes if options.vectorize else 1
     channels = _extent(sch, c)
-    lanes = lanes if channels % lanes == 0 else 1
+    lanes = _vector_width(channels, options)
     _, columns, vectors = _pixel_tile(1, _extent(sch, x), channels // lanes, options.vector_lanes)
     _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)

@@ -395,8 +395,8 @@ def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int 
 def conv_family() -> onnx.ModelProto:
     """The convolutions the default schedules target (channels-last), each with a fused
     epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
-    7-wide 1x1 and 3x3, odd widths, 20 output channels (no packed weights, no vectors), and
-    a grouped convolution (TVM's own NHWC lowering)."""
+    7-wide 1x1 and 3x3, odd widths, 24 and 20 output channels (8- and 4-lane vectors, the
+    packed weights' last block padded), and a grouped convolution (TVM's own NHWC lowering)."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
@@ -439,13 +439,15 @@ def conv_family() -> onnx.ModelProto:
 def dense_family() -> onnx.ModelProto:
     """Matmuls and row-wise functions the default schedules target: M = 1 and M = 6 dense
     with bias and relu (packed weights), Gemm with transB (packed after the transpose),
-    batched (attention-like) matmul with softmax, layer norm, an N no vector width divides,
-    and a softmax over 1,500 classes, whose row buffer is too big for the stack (its
-    kernel alone runs without parallel loops)."""
+    batched (attention-like) matmul with softmax, layer norm, N = 20 (4-lane vectors) and
+    M = 1 with N = 40 (8-lane vectors, packed weights padded to 48), and a softmax over 1,500
+    classes, whose row buffer is too big for the stack (its kernel alone runs without
+    parallel loops)."""
     rng = _rng(7)
     w1 = (rng.standard_normal((64, 96)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((48, 96)) / 8).astype(np.float32)  # Gemm transB: [N, K]
     w3 = (rng.standard_normal((48, 20)) / 8).astype(np.float32)
+    w4 = (rng.standard_normal((64, 40)) / 8).astype(np.float32)
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"]),
         helper.make_node("Add", ["h", "b1"], ["hb"]),
@@ -456,6 +458,7 @@ def dense_family() -> onnx.ModelProto:
         helper.make_node("MatMul", ["q", "k"], ["logits"]),
         helper.make_node("Softmax", ["logits"], ["scores"], axis=-1),
         helper.make_node("MatMul", ["v", "w1"], ["row"]),
+        helper.make_node("MatMul", ["v", "w4"], ["narrow"]),
         helper.make_node("Softmax", ["classes"], ["probabilities"], axis=-1),
     ]
     graph = helper.make_graph(
@@ -464,13 +467,13 @@ def dense_family() -> onnx.ModelProto:
         [_float_info("x", [6, 64]), _float_info("q", [4, 16, 32]), _float_info("k", [4, 32, 16]),
          _float_info("v", [1, 64]), _float_info("classes", [3, 1500])],
         [_float_info("odd", [6, 20]), _float_info("scores", [4, 16, 16]), _float_info("row", [1, 96]),
-         _float_info("probabilities", [3, 1500])],
+         _float_info("narrow", [1, 40]), _float_info("probabilities", [3, 1500])],
         initializer=[
             _const("w1", w1), _const("b1", (0.1 * rng.standard_normal(96)).astype(np.float32)),
             _const("w2", w2), _const("b2", (0.1 * rng.standard_normal(48)).astype(np.float32)),
             _const("gamma", (1 + 0.1 * rng.standard_normal(48)).astype(np.float32)),
             _const("beta", (0.1 * rng.standard_normal(48)).astype(np.float32)),
-            _const("w3", w3),
+            _const("w3", w3), _const("w4", w4),
         ],
     )  # fmt: skip
     return _model(graph)

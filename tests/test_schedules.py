@@ -1,0 +1,93 @@
+"""Default schedules on single kernels: which vectors they choose, and that what they
+compute is the unscheduled kernel's result. The packages built from these schedules are
+compared with ONNX Runtime in test_scheduled_kernels.py."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from relay2cmake import nhwc, packed_matmul
+from relay2cmake.schedules import ScheduleOptions, _vector_width, schedule_function
+
+AVX512 = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False)
+
+
+def test_vector_width_halves_until_it_divides():
+    assert _vector_width(1024, AVX512) == 16
+    assert _vector_width(1000, AVX512) == 8  # ImageNet's classes
+    assert _vector_width(20, AVX512) == 4
+    assert _vector_width(10, AVX512) == 1
+    assert _vector_width(1024, ScheduleOptions(vector_lanes=16, vectorize=False, parallel=False)) == 1
+
+
+def _vector_extents(func) -> list[int]:
+    """Extents of the vectorized loops, read from the TVMScript text (TVM 0.27's Python has
+    no TIR visitor)."""
+    return [int(extent) for extent in re.findall(r"T\.vectorized\((\d+)\)", func.script())]
+
+
+def _run(func, arrays: list[np.ndarray]) -> np.ndarray:
+    """Builds ``func`` for the host and returns its last argument (the output) after a call."""
+    import tvm
+
+    from relay2cmake.targets import host_runs_wide, parse_targets
+
+    target = parse_targets(["x86_64"])[-1]
+    if host_runs_wide():
+        target = target.wide_variant()
+    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    tensors = [tvm.runtime.tensor(a) for a in arrays]
+    library["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+@pytest.mark.parametrize(("rows", "columns", "lanes"), [(1, 40, 8), (3, 20, 4), (1, 1000, 8), (4, 64, 16)])
+def test_packed_matmul_vectors_divide_the_columns(rows, columns, lanes):
+    """A column count 16 does not divide is padded in the packed weights and computed with
+    the widest vectors that divide it, not scalar code."""
+    from tvm import te
+
+    rng = np.random.default_rng(columns)
+    depth = 24
+    a = rng.standard_normal((rows, depth)).astype(np.float32)
+    b = rng.standard_normal((depth, columns)).astype(np.float32)
+    padded = np.pad(b, [(0, 0), (0, -columns % packed_matmul.PACK)])
+    packed = np.ascontiguousarray(padded.reshape(depth, -1, packed_matmul.PACK).transpose(1, 0, 2))
+    data = te.placeholder(a.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    out = packed_matmul._matmul_packed(data, weight, columns)
+    func = te.create_prim_func([data, weight, out])
+    scheduled = schedule_function(func, AVX512)
+    assert scheduled is not None
+    extents = _vector_extents(scheduled)  # the update's vectors; the write-back's whole tile
+    assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
+    result = _run(scheduled, [a, packed, np.zeros((rows, columns), np.float32)])
+    np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("channels", "lanes"), [(40, 8), (20, 4), (32, 16)])
+def test_packed_conv_vectors_divide_the_channels(channels, lanes):
+    from tvm import te
+
+    rng = np.random.default_rng(channels)
+    image = rng.standard_normal((1, 6, 6, 8)).astype(np.float32)
+    hwio = rng.standard_normal((3, 3, 8, channels)).astype(np.float32)
+    packed = nhwc._packed(hwio)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [1, 1, 1, 1], [1, 1], False, channels)
+    func = te.create_prim_func([data, weight, out])
+    scheduled = schedule_function(func, AVX512)
+    assert scheduled is not None
+    extents = _vector_extents(scheduled)
+    assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
+    result = _run(scheduled, [image, packed, np.zeros((1, 6, 6, channels), np.float32)])
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    want = np.zeros((1, 6, 6, channels), np.float32)
+    for ry in range(3):
+        for rx in range(3):
+            want += padded[:, ry : ry + 6, rx : rx + 6, :] @ hwio[ry, rx]
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
