@@ -91,3 +91,30 @@ def test_packed_conv_vectors_divide_the_channels(channels, lanes):
         for rx in range(3):
             want += padded[:, ry : ry + 6, rx : rx + 6, :] @ hwio[ry, rx]
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_reads_the_padding_inline(stride):
+    """No padded copy of the image (it cost more than the depthwise conv itself), and the
+    same values as numpy."""
+    from tvm import te
+
+    rng = np.random.default_rng(stride)
+    image = rng.standard_normal((1, 9, 9, 24)).astype(np.float32)
+    hwio = rng.standard_normal((3, 3, 1, 24)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(hwio.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [stride, stride], [1, 1, 1, 1], [1, 1], True, 24)
+    func = te.create_prim_func([data, weight, out])
+    assert 'sblock("pad_temp")' in func.script()
+    scheduled = schedule_function(func, AVX512)
+    assert scheduled is not None and 'sblock("pad_temp")' not in scheduled.script()
+    size = int(out.shape[1])
+    result = _run(scheduled, [image, hwio, np.zeros((1, size, size, 24), np.float32)])
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    want = sum(
+        padded[:, ry : ry + stride * size : stride, rx : rx + stride * size : stride, :] * hwio[ry, rx, 0]
+        for ry in range(3)
+        for rx in range(3)
+    )
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
