@@ -107,7 +107,7 @@ class KernelTime:
 
     @property
     def conv_or_matmul(self) -> bool:
-        return "conv2d" in self.name or "matmul" in self.name
+        return any(kind in self.name for kind in ("conv2d", "matmul", "winograd_product"))
 
 
 def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:

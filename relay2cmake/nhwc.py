@@ -17,6 +17,7 @@ convolution keeps TVM's NHWC legalization.
 
 from __future__ import annotations
 
+from relay2cmake import winograd
 from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
 
@@ -153,8 +154,15 @@ def convolutions_channels_last(module):
             if kind is None:
                 return call
             weight = constant_or_self(self, call.args[1])
-            channels = static_shape(call.args[1])[3]
-            if kind == "conv" and isinstance(weight, tvm.ir.GenericConst) and channels >= PACK:
+            kernel = static_shape(call.args[1])
+            channels = kernel[3]
+            constant = isinstance(weight, tvm.ir.GenericConst)
+            attrs = call.attrs
+            if kind == "conv" and constant and winograd.qualifies(kernel, attrs.strides, attrs.dilation):
+                return winograd.convolution(
+                    self.builder_, call.args[0], weight.value.numpy(), attrs.padding, static_shape(call)
+                )
+            if kind == "conv" and constant and channels >= PACK:
                 weight = relax.const(_packed(weight.value.numpy()))
             else:
                 weight = call.args[1]

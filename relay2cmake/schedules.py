@@ -9,7 +9,10 @@ run at about 1 GFLOPS. These patterns cover most of the arithmetic in real model
   vectorized along the output's contiguous axis, the reduction unrolled by 4.
 - channels-last convolutions (``nhwc.py``'s blocks, found by name): regular, 1x1, strided
   and depthwise. A tile of a few pixels x a few vectors of output channels, sized by
-  ``_pixel_tile``; padding stays its own stage (a plain copy is inlined).
+  ``_pixel_tile``; a regular conv's padding stays its own stage (a plain copy is
+  inlined), a depthwise conv reads it inline.
+- Winograd convolutions (``winograd.py``): the product is matmul-like; the input and output
+  transforms get a tile loop with every tile position unrolled.
 - any other NCHW conv2d-like block (e.g. a transposed convolution): a tile of 8 output
   channels x one vector of output columns.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from relay2cmake.nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
+from relay2cmake.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,44 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     _finish_tile(sch, block, write_back, c1 if lanes > 1 else None, (n, y, c0), ry, options)
 
 
+def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
+    """Winograd's input and output transforms (``winograd.py``): per tile, every position
+    of the tile unrolled, so that the Select of each position's coefficients folds to its
+    few nonzero terms; vectors along the channels. The input transform reads the padding
+    inline; the output transform computes the convolution's fused epilogue in place.
+    Returns whether the function was one of them."""
+    blocks = {sch.get(b).name_hint: b for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    if INPUT_BLOCK in blocks:
+        block = blocks[INPUT_BLOCK]
+        for producer in sch.get_producers(block):
+            sch.compute_inline(producer)
+        a, b, tile, c = sch.get_loops(block)
+        width = _vector_width(_extent(sch, c), options)
+        c0, c1 = sch.split(c, [None, width])
+        sch.reorder(tile, c0, a, b, c1)
+        outer, positions = (tile,), (a, b)
+    elif OUTPUT_BLOCK in blocks:
+        block = blocks[OUTPUT_BLOCK]
+        while consumers := sch.get_consumers(block):
+            sch.reverse_compute_inline(consumers[0])
+        n, y, x, k = sch.get_loops(block)
+        width = _vector_width(_extent(sch, k), options)
+        y0, y1 = sch.split(y, [None, OUTPUT_TILE])
+        x0, x1 = sch.split(x, [None, OUTPUT_TILE])
+        k0, k1 = sch.split(k, [None, width])
+        sch.reorder(n, y0, x0, k0, y1, x1, k1)
+        outer, positions, c1 = (n, y0), (y1, x1), k1
+    else:
+        return False
+    for loop in positions:
+        sch.unroll(loop)
+    if width > 1:
+        sch.vectorize(c1)
+    if options.parallel:
+        sch.parallel(sch.fuse(*outer))
+    return True
+
+
 # Last blocks of row-wise functions: every stage of one row is computed together.
 ROW_OUTPUTS = ("T_softmax_norm", "T_layer_norm")
 
@@ -343,7 +385,7 @@ def _schedule(func, options: ScheduleOptions):
     # A deep copy: schedule primitives were seen to rewrite loops of a function that shares
     # its body with the one scheduled (``with_attr`` copies), in place (TVM 0.27).
     sch = s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(func)))
-    if _schedule_rows(sch, options):
+    if _schedule_rows(sch, options) or _schedule_winograd_transforms(sch, options):
         return sch.mod["main"]
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":

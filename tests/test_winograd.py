@@ -1,0 +1,88 @@
+"""Winograd F(2x2, 3x3) convolutions (winograd.py): the transform matrices, and the three
+scheduled kernels against NumPy's direct convolution, including ragged last tiles, uneven
+padding, a batch of two and channel counts 16 does not divide. Whole packages with them are
+compared with ONNX Runtime in test_scheduled_kernels.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relay2cmake import winograd
+from relay2cmake.schedules import ScheduleOptions, schedule_function
+
+
+def _correlate(image: np.ndarray, hwio: np.ndarray) -> np.ndarray:
+    """Direct 3x3 correlation of an already padded NHWC image, float64."""
+    height, width = image.shape[1] - 2, image.shape[2] - 2
+    return sum(
+        image[:, ry : ry + height, rx : rx + width, :].astype(np.float64) @ hwio[ry, rx].astype(np.float64)
+        for ry in range(3)
+        for rx in range(3)
+    )
+
+
+def test_matrices_give_a_2x2_block_of_a_3x3_correlation():
+    rng = np.random.default_rng(0)
+    patch, kernel = rng.standard_normal((4, 4)), rng.standard_normal((3, 3))
+    transformed = (winograd.G @ kernel @ winograd.G.T) * (winograd.B_T @ patch @ winograd.B_T.T)
+    got = winograd.A_T @ transformed @ winograd.A_T.T
+    want = [[np.sum(patch[y : y + 3, x : x + 3] * kernel) for x in range(2)] for y in range(2)]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _run(func, arrays: list[np.ndarray]) -> np.ndarray:
+    import tvm
+
+    from relay2cmake.targets import parse_targets
+
+    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=parse_targets(["x86_64"])[-1].tvm_target())
+    tensors = [tvm.runtime.tensor(a) for a in arrays]
+    library["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+@pytest.mark.parametrize("vectorize", [True, False], ids=["vectors", "scalar (C target)"])
+@pytest.mark.parametrize(
+    ("batch", "height", "width", "channels", "outputs", "padding"),
+    [
+        (1, 8, 8, 16, 32, [1, 1, 1, 1]),
+        (2, 7, 5, 8, 20, [1, 1, 1, 1]),  # odd sizes: the last tiles are cropped
+        (1, 6, 9, 12, 16, [0, 1, 2, 0]),  # uneven padding, none on two sides
+    ],
+)
+def test_kernels_match_a_direct_convolution(batch, height, width, channels, outputs, padding, vectorize):
+    from tvm import te
+
+    rng = np.random.default_rng(height * width)
+    image = rng.standard_normal((batch, height, width, channels)).astype(np.float32)
+    hwio = (rng.standard_normal((3, 3, channels, outputs)) / np.sqrt(9 * channels)).astype(np.float32)
+    top, left, bottom, right = padding
+    want = _correlate(np.pad(image, [(0, 0), (top, bottom), (left, right), (0, 0)]), hwio)
+    options = ScheduleOptions(vector_lanes=8, vectorize=vectorize, parallel=True)
+
+    data = te.placeholder(image.shape, name="data")
+    transformed = winograd.input_transform(data, padding)
+    first = schedule_function(te.create_prim_func([data, transformed]), options)
+    packed = winograd.transformed_filter(hwio)
+    v = te.placeholder(transformed.shape, name="v")
+    u = te.placeholder(packed.shape, name="u")
+    products = winograd.product(v, u, outputs)
+    second = schedule_function(te.create_prim_func([v, u, products]), options)
+    m = te.placeholder(products.shape, name="m")
+    out = winograd.output_transform(m, batch, *want.shape[1:3])
+    third = schedule_function(te.create_prim_func([m, out]), options)
+    assert None not in (first, second, third), "a Winograd kernel kept the unscheduled lowering"
+
+    v_value = _run(first, [image, np.zeros([int(d) for d in transformed.shape], np.float32)])
+    m_value = _run(second, [v_value, packed, np.zeros([int(d) for d in products.shape], np.float32)])
+    got = _run(third, [m_value, np.zeros(want.shape, np.float32)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_only_3x3_stride_1_convs_with_enough_input_channels_qualify():
+    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1])
+    assert not winograd.qualifies([3, 3, 64, 64], [2, 2], [1, 1])  # strided
+    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [2, 2])  # dilated
+    assert not winograd.qualifies([1, 1, 64, 64], [1, 1], [1, 1])
+    assert not winograd.qualifies([3, 3, 3, 64], [1, 1], [1, 1])  # an RGB input layer
