@@ -91,6 +91,12 @@ def _run(action) -> None:
         raise typer.Exit(130) from None
 
 
+NO_WINOGRAD_HELP = (
+    "Keep 3x3 convolutions direct: smaller weights (Winograd's transformed filters are 16/9 of "
+    "theirs), about half the speed on those layers."
+)
+
+
 @app.command()
 def gen(
     model: Path = typer.Argument(..., help="Model file (.onnx)."),
@@ -115,6 +121,7 @@ def gen(
     tuning_db: Path | None = typer.Option(
         None, "--tuning-db", help="Schedules from `relay2cmake tune` (optional; defaults need none)."
     ),
+    no_winograd: bool = typer.Option(False, "--no-winograd", help=NO_WINOGRAD_HELP),
 ) -> None:
     """Generate a CMake package from MODEL."""
 
@@ -132,6 +139,7 @@ def gen(
                 force=force,
                 constant_inputs=parse_constant_inputs(constant_input),
                 tuning_db=tuning_db,
+                winograd=not no_winograd,
             ),
             progress=_progress(),
         )
@@ -158,6 +166,7 @@ def tune(
     input_shape: list[str] = typer.Option([], "--input-shape", help="As for gen."),
     constant_input: list[str] = typer.Option([], "--constant-input", help="As for gen."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+    no_winograd: bool = typer.Option(False, "--no-winograd", help="As for gen (tune what gen will build)."),
 ) -> None:
     """Search faster schedules for MODEL's kernels with MetaSchedule (minutes; optional).
 
@@ -176,6 +185,7 @@ def tune(
             tuple(target),
             trials,
             _progress(),
+            winograd=not no_winograd,
         )
         tuning.save(report.database, out)
         for record in report.database.records:

@@ -29,6 +29,7 @@ class GenerateOptions:
     force: bool = False
     constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"
     tuning_db: Path | None = None  # written by `relay2cmake tune`
+    winograd: bool = True  # 3x3 stride-1 convs as Winograd F(2x2, 3x3) (winograd.py)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     lowered = timed(
         "lower",
         f"Lowering with TVM (kernels: {', '.join(t.label for t in targets)})",
-        lambda: lower(imported.module, prefix, targets, tuning),
+        lambda: lower(imported.module, prefix, targets, tuning, options.winograd),
     )
     plan = timed(
         "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(targets))

@@ -250,15 +250,16 @@ def _merged(scratch: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return result
 
 
-def rewrite_relax(module):
+def rewrite_relax(module, winograd: bool = True):
     """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
-    select, float16 Mod widened, 2-D convolutions channels-last, constant matmul weights
-    packed, erf and softmax made vectorizable."""
-    module = convolutions_channels_last(widen_float16_mod(if_to_select(module)))
+    select, float16 Mod widened, 2-D convolutions channels-last (3x3 ones as Winograd's
+    unless ``winograd`` is False), constant matmul weights packed, erf and softmax made
+    vectorizable."""
+    module = convolutions_channels_last(widen_float16_mod(if_to_select(module)), winograd)
     return vectorizable_math(pack_matmul_weights(fold_constant_transposes(module)))
 
 
-def lowered_kernels(module, prefix: str):
+def lowered_kernels(module, prefix: str, winograd: bool = True):
     """The Relax rewrites and TVM's CPU pipeline: the lowered ``main`` and the PrimFuncs it
     calls, with global symbols ``<prefix>_<name>``."""
     import tvm
@@ -266,7 +267,7 @@ def lowered_kernels(module, prefix: str):
 
     c_target = tvm.target.Target("c")
     _register_c_intrinsics()
-    module = rewrite_relax(module)
+    module = rewrite_relax(module, winograd)
     try:
         with c_target:
             lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
@@ -285,13 +286,14 @@ def lower(
     prefix: str,
     targets: tuple[KernelTarget, ...] = (KernelTarget("c"),),
     tuning: TuningDatabase | None = None,
+    winograd: bool = True,
 ) -> LoweredModel:
     """Lower once (one memory plan for every kernel set), then generate each kernel set;
     ``tuning``'s schedules replace the default ones in the set of its target."""
     import tvm
 
     c_target = tvm.target.Target("c")
-    main, prims = lowered_kernels(module, prefix)
+    main, prims = lowered_kernels(module, prefix, winograd)
     called = prims.get_global_vars()
     symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
     if not called:

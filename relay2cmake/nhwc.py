@@ -136,7 +136,7 @@ def _has_conv2d(module) -> bool:
     return bool(found)
 
 
-def convolutions_channels_last(module):
+def convolutions_channels_last(module, winograd_3x3: bool = True):
     import tvm
     from tvm import relax
 
@@ -158,7 +158,12 @@ def convolutions_channels_last(module):
             channels = kernel[3]
             constant = isinstance(weight, tvm.ir.GenericConst)
             attrs = call.attrs
-            if kind == "conv" and constant and winograd.qualifies(kernel, attrs.strides, attrs.dilation):
+            if (
+                winograd_3x3
+                and kind == "conv"
+                and constant
+                and winograd.qualifies(kernel, attrs.strides, attrs.dilation)
+            ):
                 return winograd.convolution(
                     self.builder_, call.args[0], weight.value.numpy(), attrs.padding, static_shape(call)
                 )

@@ -139,8 +139,17 @@ class TuneReport:
     seconds: float
 
 
-def tune(model: Path, input_shapes, constant_inputs, target_spec: tuple[str, ...], trials: int, progress):
-    """Search ``trials`` schedules per kernel; returns the kept records (faster than default)."""
+def tune(
+    model: Path,
+    input_shapes,
+    constant_inputs,
+    target_spec: tuple[str, ...],
+    trials: int,
+    progress,
+    winograd: bool = True,
+):
+    """Search ``trials`` schedules per kernel of the model lowered as ``gen`` lowers it
+    (``winograd`` as gen's); returns the kept records (faster than default)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -161,7 +170,7 @@ def tune(model: Path, input_shapes, constant_inputs, target_spec: tuple[str, ...
     with progress("Importing the model"):
         imported = import_model(model, input_shapes or {}, constant_inputs or {})
     with progress("Lowering"):
-        _, prims = lowered_kernels(imported.module, "tune")
+        _, prims = lowered_kernels(imported.module, "tune", winograd)
     tvm_target = target.tvm_target(cores=os.cpu_count() or 1)
     kernels = {gv.name_hint: prims[gv] for gv in prims.get_global_vars()}
     register_build_function()
