@@ -162,7 +162,7 @@ def convolutions_channels_last(module, winograd_3x3: bool = True):
                 winograd_3x3
                 and kind == "conv"
                 and constant
-                and winograd.qualifies(kernel, attrs.strides, attrs.dilation)
+                and winograd.qualifies(kernel, attrs.strides, attrs.dilation, static_shape(call))
             ):
                 return winograd.convolution(
                     self.builder_, call.args[0], weight.value.numpy(), attrs.padding, static_shape(call)

@@ -395,7 +395,7 @@ def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int 
 def conv_family() -> onnx.ModelProto:
     """The convolutions the default schedules target (channels-last), each with a fused
     epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
-    7-wide 1x1 and 3x3, odd widths, 24 and 20 output channels (8- and 4-lane vectors, the
+    a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd), odd widths, 24 and 20 output channels (8- and 4-lane vectors, the
     packed weights' last block padded), and a grouped convolution (TVM's own NHWC lowering)."""
     nodes, inits = [], []
     epilogues = {
@@ -403,6 +403,7 @@ def conv_family() -> onnx.ModelProto:
         "c2": [helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"])],
         "dw": [helper.make_node("Relu", ["dw"], ["r3"])],
         "pw": [helper.make_node("Add", ["pw", "r3"], ["sum"])],
+        "w14": [helper.make_node("Relu", ["w14"], ["r14"])],
         "s7": [helper.make_node("Relu", ["s7"], ["r7"])],
         "p7": [helper.make_node("Relu", ["p7"], ["rp7"])],
         "q7": [helper.make_node("Add", ["q7", "r7"], ["sum7"])],
@@ -415,7 +416,8 @@ def conv_family() -> onnx.ModelProto:
         ("c2", "r1", "c2", 16, 32, 3, 2),
         ("dw", "r2", "dw", 32, 32, 3, 1, 32),
         ("pw", "r3", "pw", 32, 32, 1),
-        ("s7", "sum", "s7", 32, 32, 3, 2),
+        ("w14", "sum", "w14", 32, 32, 3),
+        ("s7", "r14", "s7", 32, 32, 3, 2),
         ("p7", "r7", "p7", 32, 32, 1),
         ("q7", "rp7", "q7", 32, 32, 3),
         ("odd", "sum7", "odd", 32, 24, 3),

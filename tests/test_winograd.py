@@ -82,12 +82,15 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_only_3x3_stride_1_convs_with_enough_input_channels_qualify():
-    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1])
-    assert not winograd.qualifies([3, 3, 64, 64], [2, 2], [1, 1])  # strided
-    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [2, 2])  # dilated
-    assert not winograd.qualifies([1, 1, 64, 64], [1, 1], [1, 1])
-    assert not winograd.qualifies([3, 3, 3, 64], [1, 1], [1, 1])  # an RGB input layer
+def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
+    image = [1, 14, 14, 64]
+    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], image)
+    assert not winograd.qualifies([3, 3, 64, 64], [2, 2], [1, 1], image)  # strided
+    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [2, 2], image)  # dilated
+    assert not winograd.qualifies([1, 1, 64, 64], [1, 1], [1, 1], image)
+    assert not winograd.qualifies([3, 3, 3, 64], [1, 1], [1, 1], image)  # an RGB input layer
+    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 7, 7, 64])  # 16 tiles
+    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [2, 7, 7, 64])  # 32
 
 
 def test_gen_no_winograd_keeps_3x3_convs_direct_and_weights_smaller(tmp_path):
