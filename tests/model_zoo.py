@@ -542,8 +542,9 @@ def package_name(model: str) -> str:
 
 
 def large_dense(megabytes: int = 64) -> onnx.ModelProto:
-    """One dense layer holding about ``megabytes`` MB of float32 weights (for timing)."""
-    side = int(np.sqrt(megabytes * (1 << 20) / 4))
+    """One dense layer holding about ``megabytes`` MB of float32 weights (for timing); its
+    side a multiple of 16, so that the packed weights need no padding."""
+    side = int(np.sqrt(megabytes * (1 << 20) / 4)) // 16 * 16
     rng = _rng(7)
     weights = rng.standard_normal((side, side), dtype=np.float32) / np.float32(np.sqrt(side))
     inits = [_const("w", weights.astype(np.float32))]
