@@ -149,9 +149,10 @@ def _finish_tile(sch, block, write_back, vector, outer, first_reduction, options
 
 
 def _parallel_padding(sch, block, options: ScheduleOptions) -> None:
-    """The padding stage of a regular convolution stays its own cheap loop nest (inlined into
-    the tile's loads it costs 3-8%); its batch and row loops run in parallel. Without padding (1x1 and
-    unpadded convolutions) the stage is a plain copy of the input, and is inlined."""
+    """The padding stage of a regular convolution stays its own cheap loop nest (inlined
+    into the tile's loads it costs 3-8%); its batch and row loops run in parallel. Without
+    padding (1x1 and unpadded convolutions) the stage is a plain copy of the input, and is
+    inlined."""
     for producer in sch.get_producers(block):
         if _is_plain_copy(sch, producer):
             sch.compute_inline(producer)
@@ -292,8 +293,8 @@ def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
             sch.compute_inline(producer)
         a, b, tile, c = sch.get_loops(block)
         width = _vector_width(_extent(sch, c), options)
-        c0, c1 = sch.split(c, [None, width])
-        sch.reorder(tile, c0, a, b, c1)
+        c0, vector = sch.split(c, [None, width])
+        sch.reorder(tile, c0, a, b, vector)
         outer, positions = (tile,), (a, b)
     elif OUTPUT_BLOCK in blocks:
         block = blocks[OUTPUT_BLOCK]
@@ -303,15 +304,15 @@ def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
         width = _vector_width(_extent(sch, k), options)
         y0, y1 = sch.split(y, [None, OUTPUT_TILE])
         x0, x1 = sch.split(x, [None, OUTPUT_TILE])
-        k0, k1 = sch.split(k, [None, width])
-        sch.reorder(n, y0, x0, k0, y1, x1, k1)
-        outer, positions, c1 = (n, y0), (y1, x1), k1
+        k0, vector = sch.split(k, [None, width])
+        sch.reorder(n, y0, x0, k0, y1, x1, vector)
+        outer, positions = (n, y0), (y1, x1)
     else:
         return False
     for loop in positions:
         sch.unroll(loop)
     if width > 1:
-        sch.vectorize(c1)
+        sch.vectorize(vector)
     if options.parallel:
         sch.parallel(sch.fuse(*outer))
     return True
