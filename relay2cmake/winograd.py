@@ -38,6 +38,9 @@ MIN_INPUT_CHANNELS = 8  # below this the product's matmuls are too thin to gain
 # product streams 16/9 of the weights for little gain (ResNet-50's 7x7 layers, 16 tiles:
 # 1.34x faster, against 2.0-2.15x at 14x14 and larger; AVX-512, one thread).
 MIN_TILES = 32
+# The transformed input V and the products M are 4x the conv's input and output: a 224x224
+# image with 64 channels would add 2 x 51 MB to the arena. Bigger ones stay direct.
+MAX_TRANSFORMED_BYTES = 16 << 20
 
 # Block names the schedules dispatch on.
 INPUT_BLOCK = "r2c_winograd_input"
@@ -51,14 +54,16 @@ OPAQUE, OUT_ELEMWISE_FUSABLE = 8, 4
 def qualifies(kernel: list[int], strides, dilation, out_shape: list[int]) -> bool:
     """For a regular (groups 1) channels-last conv with a constant weight of HWIO shape
     ``kernel`` and an NHWC output of ``out_shape``: 3x3, stride 1, no dilation, enough input
-    channels and tiles."""
+    channels and tiles, and not too big a transformed image."""
     batch, height, width, _ = out_shape
+    tiles = batch * _tiles(height) * _tiles(width)
     return (
         list(kernel[:2]) == [3, 3]
         and [int(s) for s in strides] == [1, 1]
         and [int(d) for d in dilation] == [1, 1]
         and kernel[2] >= MIN_INPUT_CHANNELS
-        and batch * _tiles(height) * _tiles(width) >= MIN_TILES
+        and tiles >= MIN_TILES
+        and PATCH * PATCH * tiles * max(kernel[2], kernel[3]) * 4 <= MAX_TRANSFORMED_BYTES
     )
 
 

@@ -91,6 +91,9 @@ def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
     assert not winograd.qualifies([3, 3, 3, 64], [1, 1], [1, 1], image)  # an RGB input layer
     assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 7, 7, 64])  # 16 tiles
     assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [2, 7, 7, 64])  # 32
+    # ResNet-50's biggest (3.2 MB transformed) qualifies; a VGG layer (51 MB) does not.
+    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 56, 56, 64])
+    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 224, 224, 64])
 
 
 def test_gen_no_winograd_keeps_3x3_convs_direct_and_weights_smaller(tmp_path):
