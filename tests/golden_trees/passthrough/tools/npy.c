@@ -149,7 +149,8 @@ int npy_read(const char* path, npy_array* out, char* error, size_t error_bytes) 
     fclose(file);
     return 1;
   }
-  out->data = malloc(out->data_bytes > 0 ? out->data_bytes : 1);
+  out->block = malloc(out->data_bytes + 64u);
+  if (out->block != NULL) out->data = (unsigned char*)out->block + (64u - (uintptr_t)out->block % 64u) % 64u;
   if (out->data == NULL || fread(out->data, 1, out->data_bytes, file) != out->data_bytes) {
     set_error(error, error_bytes, path, "cannot read the data");
     npy_free(out);
@@ -204,7 +205,8 @@ int npy_write(const char* path, const char* descr, int ndim, const int64_t* shap
 }
 
 void npy_free(npy_array* array) {
-  free(array->data);
+  free(array->block);
+  array->block = NULL;
   array->data = NULL;
 }
 

@@ -20,7 +20,8 @@ typedef struct npy_array {
   size_t num_elements;
   size_t item_bytes;
   size_t data_bytes;
-  void* data;      /* malloc'd; release with npy_free */
+  void* block;     /* malloc'd; release with npy_free */
+  void* data;      /* inside block, 64-byte aligned as the kernels want: no staging copy */
 } npy_array;
 
 /* 0 on success; otherwise non-zero with a message in error. */
