@@ -65,7 +65,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     # Refuse to clobber before any long step; checked again just before writing.
     check_output_dir(options.out, options.force)
     tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
-    untuned = tuning is not None and tuning.target not in {t.label for t in targets}
+    built = {t.label for t in targets} | {w.label for t in targets if (w := t.wide_variant()) is not None}
+    untuned = tuning is not None and tuning.target not in built  # the AVX-512 twin counts
     seconds: dict[str, float] = {}
 
     def timed(label: str, message: str, work):

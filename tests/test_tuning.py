@@ -33,7 +33,7 @@ def _one_matmul() -> onnx.ModelProto:
     return model_zoo._model(graph)
 
 
-def _handmade_database(model_path, path) -> str:
+def _handmade_database(model_path, path, target: str = "x86_64:x86-64-v3") -> str:
     """A record whose schedule differs from the default one (split, reorder, vectorize), so
     that replaying it is what the package runs; returns the kernel's name."""
     import tvm
@@ -59,7 +59,7 @@ def _handmade_database(model_path, path) -> str:
         tuned_us=1.0,
         default_us=2.0,
     )
-    tuning.save(tuning.TuningDatabase(target="x86_64:x86-64-v3", records=(record,)), path)
+    tuning.save(tuning.TuningDatabase(target=target, records=(record,)), path)
     return gv.name_hint
 
 
@@ -81,6 +81,27 @@ def test_gen_replays_a_tuning_record(tmp_path):
     assert "kernels x86_64:x86-64-v3" in result.stdout
     want = onnxruntime_outputs(model, meta, inputs)[0]
     np.testing.assert_allclose(np.load(out / "output_0.npy"), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "target, used",
+    [("x86_64:x86-64-v4", {"x86_64-wide"}), ("aarch64:generic", set())],
+    ids=["the AVX-512 twin", "a set not built"],
+)
+def test_gen_uses_a_twin_database_and_warns_about_an_unbuilt_set(tmp_path, target, used):
+    """`tune` defaults to the AVX-512 twin on AVX-512 machines: gen --target x86_64 builds
+    that twin, so it uses the database without a warning. A set gen does not build gets one."""
+    model = tmp_path / "one_matmul.onnx"
+    onnx.save(_one_matmul(), str(model))
+    database = tmp_path / "tuning.json"
+    kernel = _handmade_database(model, database, target)
+    source = tmp_path / "pkg"
+    result = relay2cmake(
+        "gen", str(model), "-o", str(source), "--target", "x86_64", "--tuning-db", str(database)
+    )
+    meta = json.loads((source / "metadata.json").read_text())
+    assert meta["tuned_kernels"] == {label: [kernel] for label in used}
+    assert ("which this package does not build" in result.stderr) == (not used), result.stderr
 
 
 def test_tune_writes_a_database_gen_accepts(tmp_path):
