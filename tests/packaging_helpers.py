@@ -135,3 +135,19 @@ def build_sample_app(app: str, package: BuiltPackage, work: Path) -> Path:
 def clean_env() -> dict:
     """An environment without the build's variables, as a user's shell would have."""
     return {k: v for k, v in os.environ.items() if not k.startswith("CMAKE_")}
+
+
+def call_kernel(func, arrays: list[np.ndarray]) -> np.ndarray:
+    """Builds one PrimFunc for this machine's x86 kernel set (the AVX-512 twin where the CPU
+    has it), calls it on ``arrays`` and returns the last one (the output) afterwards."""
+    import tvm
+
+    from relay2cmake.targets import host_runs_wide, parse_targets
+
+    target = parse_targets(["x86_64"])[-1]
+    if host_runs_wide():
+        target = target.wide_variant()
+    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    tensors = [tvm.runtime.tensor(a) for a in arrays]
+    library["main"](*tensors)
+    return tensors[-1].numpy()

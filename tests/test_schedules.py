@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from packaging_helpers import call_kernel
 
 from relay2cmake import nhwc, packed_matmul
 from relay2cmake.schedules import ScheduleOptions, _vector_width, schedule_function
@@ -27,21 +28,6 @@ def _vector_extents(func) -> list[int]:
     """Extents of the vectorized loops, read from the TVMScript text (TVM 0.27's Python has
     no TIR visitor)."""
     return [int(extent) for extent in re.findall(r"T\.vectorized\((\d+)\)", func.script())]
-
-
-def _run(func, arrays: list[np.ndarray]) -> np.ndarray:
-    """Builds ``func`` for the host and returns its last argument (the output) after a call."""
-    import tvm
-
-    from relay2cmake.targets import host_runs_wide, parse_targets
-
-    target = parse_targets(["x86_64"])[-1]
-    if host_runs_wide():
-        target = target.wide_variant()
-    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
-    tensors = [tvm.runtime.tensor(a) for a in arrays]
-    library["main"](*tensors)
-    return tensors[-1].numpy()
 
 
 @pytest.mark.parametrize(("rows", "columns", "lanes"), [(1, 40, 8), (3, 20, 4), (1, 1000, 8), (4, 64, 16)])
@@ -64,7 +50,7 @@ def test_packed_matmul_vectors_divide_the_columns(rows, columns, lanes):
     assert scheduled is not None
     extents = _vector_extents(scheduled)  # the update's vectors; the write-back's whole tile
     assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
-    result = _run(scheduled, [a, packed, np.zeros((rows, columns), np.float32)])
+    result = call_kernel(scheduled, [a, packed, np.zeros((rows, columns), np.float32)])
     np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -84,7 +70,7 @@ def test_packed_conv_vectors_divide_the_channels(channels, lanes):
     assert scheduled is not None
     extents = _vector_extents(scheduled)
     assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
-    result = _run(scheduled, [image, packed, np.zeros((1, 6, 6, channels), np.float32)])
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, 6, 6, channels), np.float32)])
     padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
     want = np.zeros((1, 6, 6, channels), np.float32)
     for ry in range(3):
@@ -110,7 +96,7 @@ def test_depthwise_reads_the_padding_inline(stride):
     scheduled = schedule_function(func, AVX512)
     assert scheduled is not None and 'sblock("pad_temp")' not in scheduled.script()
     size = int(out.shape[1])
-    result = _run(scheduled, [image, hwio, np.zeros((1, size, size, 24), np.float32)])
+    result = call_kernel(scheduled, [image, hwio, np.zeros((1, size, size, 24), np.float32)])
     padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
     want = sum(
         padded[:, ry : ry + stride * size : stride, rx : rx + stride * size : stride, :] * hwio[ry, rx, 0]

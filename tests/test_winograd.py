@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from packaging_helpers import call_kernel
 
 from relay2cmake import winograd
 from relay2cmake.schedules import ScheduleOptions, schedule_function
@@ -31,17 +32,6 @@ def test_matrices_give_a_2x2_block_of_a_3x3_correlation():
     got = winograd.A_T @ transformed @ winograd.A_T.T
     want = [[np.sum(patch[y : y + 3, x : x + 3] * kernel) for x in range(2)] for y in range(2)]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-
-
-def _run(func, arrays: list[np.ndarray]) -> np.ndarray:
-    import tvm
-
-    from relay2cmake.targets import parse_targets
-
-    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=parse_targets(["x86_64"])[-1].tvm_target())
-    tensors = [tvm.runtime.tensor(a) for a in arrays]
-    library["main"](*tensors)
-    return tensors[-1].numpy()
 
 
 @pytest.mark.parametrize("vectorize", [True, False], ids=["vectors", "scalar (C target)"])
@@ -76,9 +66,9 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     third = schedule_function(te.create_prim_func([m, out]), options)
     assert None not in (first, second, third), "a Winograd kernel kept the unscheduled lowering"
 
-    v_value = _run(first, [image, np.zeros([int(d) for d in transformed.shape], np.float32)])
-    m_value = _run(second, [v_value, packed, np.zeros([int(d) for d in products.shape], np.float32)])
-    got = _run(third, [m_value, np.zeros(want.shape, np.float32)])
+    v_value = call_kernel(first, [image, np.zeros([int(d) for d in transformed.shape], np.float32)])
+    m_value = call_kernel(second, [v_value, packed, np.zeros([int(d) for d in products.shape], np.float32)])
+    got = call_kernel(third, [m_value, np.zeros(want.shape, np.float32)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
