@@ -125,7 +125,7 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
     imported = import_model(model_path, {})
     c_target = tvm.target.Target("c")
     with c_target:
-        lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module))
+        lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module)[0])
     calls = _calls(lowered["main"])
     prims = tvm.IRModule({gv: lowered[gv] for gv in lowered.get_global_vars() if gv.name_hint in calls})
     scheduled, names = schedule_module(

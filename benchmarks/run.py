@@ -126,7 +126,8 @@ if target.wide_variant() is not None and host_runs_wide():
 imported = import_model(model, {}, None)
 tvm_target = target.tvm_target()
 with tvm_target:
-    low = relax.backend.cpu_generic.get_default_pipeline(tvm_target)(lowering.rewrite_relax(imported.module))
+    rewritten = lowering.rewrite_relax(imported.module)[0]
+    low = relax.backend.cpu_generic.get_default_pipeline(tvm_target)(rewritten)
 prims = tvm.IRModule({gv: f for gv, f in low.functions.items() if isinstance(f, tvm.tirx.PrimFunc)})
 scheduled, _ = schedule_module(prims, ScheduleOptions(target.vector_lanes, True, True))
 for gv, f in scheduled.functions.items():

@@ -47,8 +47,9 @@ def configure(source: Path, build: Path, *definitions: str) -> None:
     )
 
 
-def build(build_dir: Path) -> None:
-    _run([tool("cmake"), "--build", str(build_dir), "--parallel"], f"Building {build_dir.name}")
+def build(build_dir: Path, target: str | None = None) -> None:
+    only = ["--target", target] if target else []
+    _run([tool("cmake"), "--build", str(build_dir), "--parallel", *only], f"Building {build_dir.name}")
 
 
 def test(build_dir: Path) -> str:

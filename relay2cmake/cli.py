@@ -122,8 +122,23 @@ def gen(
         None, "--tuning-db", help="Schedules from `relay2cmake tune` (optional; defaults need none)."
     ),
     no_winograd: bool = typer.Option(False, "--no-winograd", help=NO_WINOGRAD_HELP),
+    no_self_check: bool = typer.Option(
+        False,
+        "--no-self-check",
+        help="Do not build the package and run its golden test before writing it (faster, unchecked).",
+    ),
+    allow_unverified: bool = typer.Option(
+        False,
+        "--allow-unverified",
+        help="Write the package even when no second reference confirms the golden outputs, or when "
+        "the package fails its own golden test (both are reported in metadata.json).",
+    ),
 ) -> None:
-    """Generate a CMake package from MODEL."""
+    """Generate a CMake package from MODEL.
+
+    Before writing, gen builds the package with CMake and runs its golden test against
+    reference outputs that two independent paths agree on (e.g. ONNX Runtime and ONNX's
+    reference evaluator); optimisations that fail are declined, with a warning."""
 
     def action() -> None:
         from relay2cmake.generate import GenerateOptions, generate
@@ -140,6 +155,8 @@ def gen(
                 constant_inputs=parse_constant_inputs(constant_input),
                 tuning_db=tuning_db,
                 winograd=not no_winograd,
+                self_check=not no_self_check,
+                allow_unverified=allow_unverified,
             ),
             progress=_progress(),
         )

@@ -8,14 +8,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay2cmake import golden, naming
+from relay2cmake import golden, naming, self_check
 from relay2cmake import tuning as tuning_db
 from relay2cmake.emit.context import PackageIdentity
-from relay2cmake.emit.package import check_output_dir, render_package, write_package
+from relay2cmake.emit.package import (
+    check_output_dir,
+    commit_package,
+    discard_staging,
+    render_package,
+    stage_package,
+)
+from relay2cmake.errors import ModelError
 from relay2cmake.frontends import import_model
-from relay2cmake.lowering import lower, needs_aligned_inputs
+from relay2cmake.lowering import LoweredModel, lower, needs_aligned_inputs
 from relay2cmake.plan import PackagePlan, build_plan
-from relay2cmake.targets import parse_targets
+from relay2cmake.targets import KernelTarget, parse_targets
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class GenerateOptions:
     constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"
     tuning_db: Path | None = None  # written by `relay2cmake tune`
     winograd: bool = True  # 3x3 stride-1 convs as Winograd F(2x2, 3x3) (winograd.py)
+    self_check: bool = True  # build the package and run its golden test before writing it
+    allow_unverified: bool = False  # write it even when no second path or the check disagrees
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,7 @@ class GenerateReport:
     files: int
     seconds: dict[str, float]
     warnings: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 Steps = Callable[[str], contextlib.AbstractContextManager[None]]
@@ -77,40 +87,172 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         f"Importing {options.model.name}",
         lambda: import_model(options.model, options.input_shapes or {}, options.constant_inputs),
     )
-    lowered = timed(
-        "lower",
-        f"Lowering with TVM (kernels: {', '.join(t.label for t in targets)})",
-        lambda: lower(imported.module, prefix, targets, tuning, options.winograd),
+    reference = timed(
+        "golden",
+        "Computing golden outputs (cross-checked references)",
+        lambda: golden.compute(imported, accept_unconfirmed=options.allow_unverified),
     )
-    plan = timed(
-        "plan", "Planning memory", lambda: build_plan(imported, lowered, needs_aligned_inputs(targets))
+    build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
+    package = build.attempt(optimise=True)
+    if not package.check.passed:
+        # Whole-model fallback: the plain path (no optional rewrite, no schedule).
+        failed = package
+        discard_staging(failed.staging)
+        package = build.attempt(optimise=False, label=" (plain path)")
+        if package.check.passed:
+            package.fallbacks = (
+                "whole model: the optimised package failed its golden test "
+                f"({'; '.join(failed.check.failures)[:400]}); built without optimisations",
+                *package.fallbacks,
+            )
+        elif not options.allow_unverified:
+            discard_staging(package.staging)
+            raise ModelError(
+                "The generated package does not reproduce the reference outputs, with or without "
+                f"optimisations: {'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake "
+                "or TVM; please report it. --allow-unverified writes the package anyway."
+            )
+    build.finish(package)
+    timed(
+        "write", f"Writing {options.out}", lambda: commit_package(package.staging, options.out, options.force)
     )
-    reference = timed("golden", "Computing golden outputs", lambda: golden.compute(imported))
-    identity = PackageIdentity(
-        name=name,
-        prefix=prefix,
-        version=version,
-        model_file=options.model.name,
-        model_sha256=imported.source_sha256,
-        # A model without kernels carries no objects: only what was built is listed.
-        targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects)
-        + tuple(t.wide_variant().label for t in targets if t.is_object and _has_wide(lowered, t)),
+    warnings = (
+        tuple(f"fallback: {line}" for line in package.fallbacks)
+        + tuple(f"golden reference: {note}" for note in reference.notes)
+        + ((f"the package was not checked: {package.check.skipped}.",) if package.check.skipped else ())
+        + (
+            (f"the package FAILS its golden test ({'; '.join(package.check.failures)[:600]}); written "
+             "because of --allow-unverified.",)
+            if package.check.failures
+            else ()
+        )
+        + (
+            (f"the tuning database is for {tuning.target}, which this package does not build; not used.",)
+            if untuned
+            else ()
+        )
+    )  # fmt: skip
+    return GenerateReport(
+        identity=package.identity,
+        plan=package.plan,
+        files=len(package.files),
+        seconds=seconds,
+        warnings=warnings,
+        fallbacks=package.fallbacks,
     )
-    files = timed(
-        "render",
-        "Rendering the package",
-        lambda: render_package(identity, plan, lowered, reference, imported.operators),
-    )
-    timed("write", f"Writing {options.out}", lambda: write_package(options.out, files, options.force))
-    warnings = tuple(
-        f"no {label} objects ({reason[:300]}); the package uses its portable C kernels there."
-        for label, reason in lowered.skipped.items()
-    ) + (
-        (f"the tuning database is for {tuning.target}, which this package does not build; it was not used.",)
-        if untuned
-        else ()
-    )
-    return GenerateReport(identity=identity, plan=plan, files=len(files), seconds=seconds, warnings=warnings)
+
+
+@dataclass
+class _Package:
+    identity: PackageIdentity
+    lowered: LoweredModel
+    plan: PackagePlan
+    files: dict
+    staging: Path
+    check: self_check.CheckResult
+    fallbacks: tuple[str, ...]
+
+
+@dataclass
+class _Builder:
+    """Lower → plan → render → stage → check, for one choice of optimisations."""
+
+    options: GenerateOptions
+    imported: object
+    reference: golden.GoldenData
+    name: str
+    version: str
+    prefix: str
+    targets: tuple[KernelTarget, ...]
+    tuning: object
+    timed: Callable
+
+    def attempt(self, optimise: bool, label: str = "") -> _Package:
+        options, targets, timed = self.options, self.targets, self.timed
+        lowered = timed(
+            "lower",
+            f"Lowering with TVM (kernels: {', '.join(t.label for t in targets)}){label}",
+            lambda: lower(
+                self.imported.module, self.prefix, targets, self.tuning, options.winograd, optimise
+            ),
+        )
+        plan = timed(
+            "plan",
+            "Planning memory",
+            lambda: build_plan(self.imported, lowered, needs_aligned_inputs(targets)),
+        )
+        identity = PackageIdentity(
+            name=self.name,
+            prefix=self.prefix,
+            version=self.version,
+            model_file=options.model.name,
+            model_sha256=self.imported.source_sha256,
+            # A model without kernels carries no objects: only what was built is listed.
+            targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects)
+            + tuple(t.wide_variant().label for t in targets if t.is_object and _has_wide(lowered, t)),
+        )
+        fallbacks = fallback_lines(lowered, targets)
+        files = timed(
+            "render", "Rendering the package", lambda: self._render(identity, plan, lowered, fallbacks)
+        )
+        staging = timed(
+            "stage", f"Writing {options.out}", lambda: stage_package(options.out, files, options.force)
+        )
+        check = self_check.CheckResult((), (), skipped="--no-self-check")
+        if options.self_check:
+            arches = tuple(lowered.objects)
+            has_wide = any(o.wide is not None for o in lowered.objects.values())
+            external = plan.weight_bytes >= EXTERNAL_WEIGHTS_FROM
+            check = timed(
+                "check",
+                "Checking the package: building it and running its golden test",
+                lambda: self_check.check_package(staging, self.prefix, arches, has_wide, external),
+            )
+        return _Package(identity, lowered, plan, files, staging, check, fallbacks)
+
+    def _render(self, identity, plan, lowered, fallbacks, check: str = "pending"):
+        return render_package(
+            identity, plan, lowered, self.reference, self.imported.operators, fallbacks, check
+        )
+
+    def finish(self, package: _Package) -> None:
+        """Rewrite the two files that report the check, now that its result is known."""
+        check = package.check
+        if check.skipped:
+            summary = f"not run ({check.skipped})"
+        elif check.failures:
+            summary = f"FAILED, written with --allow-unverified: {'; '.join(check.failures)}"
+        else:
+            summary = f"passed ({', '.join(check.checked)})"
+        files = self._render(package.identity, package.plan, package.lowered, package.fallbacks, summary)
+        for relative in ("metadata.json", "README.md"):
+            (package.staging / relative).write_bytes(files[relative])
+
+
+# From this many bytes of weights the check reads them from the weights file instead of
+# compiling them (<P>_EXTERNAL_WEIGHTS): compiling 100 MB of weights takes longer than the rest.
+EXTERNAL_WEIGHTS_FROM = 1 << 20
+
+
+def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> tuple[str, ...]:
+    """One line per optimisation declined: Relax rewrites, then kernel by kernel per set."""
+    labels = {t.arch: t.label for t in targets if t.is_object}
+    lines = list(lowered.fallbacks)
+    for label, reason in sorted(lowered.skipped.items()):
+        lines.append(f"{label}: no objects ({reason[:300]}); the portable C kernels serve it")
+    for arch, object_set in sorted(lowered.objects.items()):
+        sets = [(labels.get(arch, arch), object_set)]
+        if object_set.wide is not None:
+            sets.append((f"{labels.get(arch, arch)} AVX-512 twin", object_set.wide))
+        for label, one in sets:
+            if one.unscheduled:
+                lines.append(
+                    f"{label}: {', '.join(one.unscheduled)} built without a schedule "
+                    "(LLVM could not build the scheduled version)"
+                )
+            if one.in_c:
+                lines.append(f"{label}: {', '.join(one.in_c)} compiled from C (LLVM could not build it)")
+    return tuple(lines)
 
 
 def _has_wide(lowered, target) -> bool:

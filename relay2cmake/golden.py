@@ -1,9 +1,12 @@
-"""Golden data: seeded inputs, and reference outputs computed by an independent path.
+"""Golden data: seeded inputs, and reference outputs that two independent paths agree on.
 
-The reference is the frontend's independent runner when it has one and it can run the
-model (ONNX's reference evaluator, PyTorch itself), else TVM's Relax VM on the imported module
-(which checks lowering and the driver, not the importer). The package's ctest compares
-against these within the recorded tolerance.
+No single reference is trusted: ``onnx``'s reference evaluator runs BatchNormalization in
+training mode when ``training_mode`` is absent, and any runner can have such a bug. The
+paths are tried in order of trust (the frontend's independent runners, e.g. ONNX Runtime
+then ONNX's reference evaluator, or PyTorch; then TVM's VM on the unoptimised import)
+until two agree within the recorded tolerance; the more trusted of that pair is recorded,
+and every path that disagreed is named in ``notes``. When no two agree, generation stops
+(``UnconfirmedReference``) unless the caller accepts an unconfirmed reference.
 """
 
 from __future__ import annotations
@@ -11,15 +14,20 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from relay2cmake.dtypes import RAW_BITS, numpy_dtype
 from relay2cmake.errors import ModelError
-from relay2cmake.frontends import ImportedModel
+from relay2cmake.frontends import ImportedModel, Reference
 
 SEED = 20240611
+# Golden floats are N(0.5, 1): a non-zero mean, so that a normalisation or reduction that
+# wrongly subtracts (or ignores) a mean changes the result.
+INPUT_MEAN = 0.5
+TVM_VM = "tvm-vm"
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,14 @@ class GoldenData:
     inputs: tuple[np.ndarray, ...]
     expected: tuple[np.ndarray, ...]
     tolerances: tuple[Tolerance, ...]
-    reference: str  # "onnx-reference" or "tvm-vm"
+    reference: str  # the path whose outputs are recorded: "onnxruntime", "torch", "tvm-vm", ...
+    confirmed_by: tuple[str, ...] = ()  # the other paths that agree with it
+    notes: tuple[str, ...] = ()  # paths that disagreed (or no confirmation), one line each: warnings
+    unavailable: tuple[str, ...] = ()  # paths that could not run the model, one line each
+
+
+class UnconfirmedReference(ModelError):
+    """No two reference paths agree: the recorded outputs would be a guess."""
 
 
 def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, ...]:
@@ -42,7 +57,7 @@ def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, 
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
         if dtype.kind == "f" or signature.dtype in RAW_BITS:
-            array = rng.standard_normal(signature.shape)
+            array = rng.standard_normal(signature.shape) + INPUT_MEAN
             if signature.dtype == "float8_e8m0fnu":  # powers of two only: no sign, no zero
                 array = np.abs(array) + 0.25
             array = array.astype(dtype)
@@ -55,7 +70,7 @@ def make_inputs(imported: ImportedModel, seed: int = SEED) -> tuple[np.ndarray, 
     return tuple(arrays)
 
 
-def _tolerance(expected: np.ndarray) -> Tolerance:
+def tolerance_for(expected: np.ndarray) -> Tolerance:
     if expected.dtype.name == "bfloat16":  # 8 significant bits
         finite = expected.astype(np.float32)
         finite = finite[np.isfinite(finite)]
@@ -72,47 +87,174 @@ def _tolerance(expected: np.ndarray) -> Tolerance:
     return Tolerance(1e-4 * max(1.0, scale), 1e-3)
 
 
+def elements_match(got: np.ndarray, want: np.ndarray, tolerance: Tolerance) -> np.ndarray:
+    """Per element: NaN matches only NaN, an infinity only the same infinity, and finite
+    values match within ``atol + rtol * |want|`` (the package's golden test uses the same
+    rule). ``inf - inf`` is NaN, so a plain ``|got - want| <= tol`` gets both wrong."""
+    got = np.asarray(got, dtype=np.float64) if got.dtype.kind in "fc" or got.dtype.name in RAW_BITS else got
+    want = (
+        np.asarray(want, dtype=np.float64) if want.dtype.kind in "fc" or want.dtype.name in RAW_BITS else want
+    )
+    if got.dtype.kind != "f" or want.dtype.kind != "f":
+        return np.asarray(got == want)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(got - want) <= tolerance.atol + tolerance.rtol * np.abs(want)
+    both_nan = np.isnan(got) & np.isnan(want)
+    same_inf = np.isinf(want) & (got == want)
+    finite_pair = np.isfinite(got) & np.isfinite(want)
+    return both_nan | same_inf | (finite_pair & close)
+
+
+@dataclass(frozen=True)
+class Difference:
+    output: str
+    max_abs_error: float  # over elements that are finite in both; inf when shapes or specials differ
+    mismatched: int  # elements out of tolerance
+    total: int
+
+    def describe(self) -> str:
+        return (
+            f"output {self.output!r}: {self.mismatched} of {self.total} elements differ "
+            f"(max abs error {self.max_abs_error:.3g})"
+        )
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, tolerance: Tolerance) -> Difference | None:
+    """None when ``got`` matches ``want`` everywhere, else what differs."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return Difference(name, float("inf"), max(got.size, want.size), max(got.size, want.size))
+    matches = elements_match(got, want, tolerance)
+    if bool(np.all(matches)):
+        return None
+    as_float = got.dtype.kind in "fiub" and want.dtype.kind in "fiub"
+    if as_float:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        finite = np.isfinite(g) & np.isfinite(w)
+        errors = np.abs(g[finite] - w[finite])
+        worst = float(errors.max()) if errors.size else float("inf")
+    else:
+        worst = float("inf")
+    return Difference(name, worst, int(matches.size - np.count_nonzero(matches)), int(matches.size))
+
+
 def tvm_vm_reference(imported: ImportedModel, inputs) -> list[np.ndarray]:
+    """TVM's own VM on the unoptimised import: none of our rewrites, schedules or driver."""
     import tvm
     from tvm import relax
 
     executable = tvm.compile(imported.module, target=tvm.target.Target("llvm"))
     vm = relax.VirtualMachine(executable, tvm.cpu())
     result = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
-    values = list(result) if len(imported.outputs) > 1 else [result]
-    return [v.numpy() for v in values]
+    values = [result] if hasattr(result, "numpy") else list(result)
+    # main also returns the extents of bounded outputs after the outputs: drop them.
+    return [v.numpy() for v in values[: len(imported.outputs)]]
 
 
-def compute(imported: ImportedModel) -> GoldenData:
-    inputs = make_inputs(imported)
-    outputs = None
-    if imported.reference is not None:
-        reference = imported.reference.name
-        try:
-            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                warnings.simplefilter("ignore")
-                outputs = [np.asarray(r) for r in imported.reference.run(inputs)]
-        except Exception:
-            outputs = None  # the reference lacks an operator: fall back to TVM's VM
-    if outputs is None:
-        reference = "tvm-vm"
-        try:
-            outputs = tvm_vm_reference(imported, inputs)
-        except Exception as exc:
-            raise ModelError(
-                f"Cannot compute golden outputs for this model: {type(exc).__name__}: {exc}"
-            ) from None
-    expected = []
+def _conform(imported: ImportedModel, outputs) -> list[np.ndarray]:
+    """A path's outputs in the signature's dtypes and shapes."""
+    if len(outputs) != len(imported.outputs):
+        raise ValueError(f"{len(outputs)} outputs for the model's {len(imported.outputs)}")
+    result = []
     for signature, array in zip(imported.outputs, outputs, strict=True):
-        want = numpy_dtype(signature.dtype)
-        array = np.asarray(array).astype(want, copy=False)
+        array = np.asarray(array).astype(numpy_dtype(signature.dtype), copy=False)
         # A bounded output keeps its actual shape (at most the bound along its dynamic axis).
         shape = array.shape if signature.dynamic_axis is not None else signature.shape
-        array = np.asarray(array.reshape(shape), order="C")
-        expected.append(array)
+        result.append(np.asarray(array.reshape(shape), order="C"))
+    return result
+
+
+def _run_quietly(run: Callable, inputs) -> list:
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        return list(run(inputs))
+
+
+def reference_paths(imported: ImportedModel) -> list[Reference]:
+    """The frontend's independent runners, most trusted first, then TVM's VM."""
+    return [*imported.references, Reference(TVM_VM, lambda inputs: tvm_vm_reference(imported, inputs))]
+
+
+def _differences(imported, got, want) -> list[Difference]:
+    tolerances = [tolerance_for(w) for w in want]
+    found = []
+    for signature, g, w, t in zip(imported.outputs, got, want, tolerances, strict=True):
+        difference = compare(signature.name, g, w, t)
+        if difference is not None:
+            found.append(difference)
+    return found
+
+
+def compute(
+    imported: ImportedModel, accept_unconfirmed: bool = False, paths: list[Reference] | None = None
+) -> GoldenData:
+    """Seeded inputs, and the outputs of the most trusted path that a second path confirms."""
+    inputs = make_inputs(imported)
+    paths = reference_paths(imported) if paths is None else paths
+    results: list[tuple[str, list[np.ndarray]]] = []
+    notes: list[str] = []
+    unavailable: list[str] = []
+    chosen: tuple[str, list[np.ndarray], str] | None = None
+    for path in paths:
+        try:
+            outputs = _conform(imported, _run_quietly(path.run, inputs))
+        except Exception as exc:
+            message = " ".join(str(exc).split())[:200]
+            unavailable.append(f"{path.name} could not run the model ({type(exc).__name__}: {message})")
+            continue
+        for name, earlier in results:
+            if not _differences(imported, outputs, earlier):
+                chosen = (name, earlier, path.name)
+                break
+        results.append((path.name, outputs))
+        if chosen is not None:
+            break
+    if chosen is None:
+        if len(paths) == 1 and results:  # the format has no path besides TVM's (TVMScript)
+            name, outputs = results[0]
+            return _golden(inputs, outputs, name, (), notes, unavailable)
+        detail = _disagreement(imported, results)
+        if accept_unconfirmed and results:
+            name, outputs = results[0]
+            notes.append(f"the golden outputs are unconfirmed: {detail}")
+            return _golden(inputs, outputs, name, (), notes, unavailable)
+        raise UnconfirmedReference(
+            f"Cannot record trustworthy golden outputs: {detail}. "
+            + (f"Also: {'; '.join(unavailable)}. " if unavailable else "")
+            + "Pass --allow-unverified to write the package anyway with the first path's outputs."
+        )
+    name, outputs, confirmer = chosen
+    for other, other_outputs in results:
+        if other in (name, confirmer):
+            continue
+        worst = _differences(imported, other_outputs, outputs)
+        notes.append(
+            f"{other} disagrees with {name} and {confirmer} ({worst[0].describe()}); "
+            f"the golden data use {name}"
+        )
+    return _golden(inputs, outputs, name, (confirmer,), notes, unavailable)
+
+
+def _disagreement(imported, results) -> str:
+    if not results:
+        return "no reference path could run the model"
+    if len(results) == 1:
+        return f"only {results[0][0]} could run the model, so nothing confirms its outputs"
+    (first, a), (second, b) = results[0], results[1]
+    return f"{first} and {second} disagree ({_differences(imported, b, a)[0].describe()})" + (
+        f", and {', '.join(n for n, _ in results[2:])} agrees with neither" if len(results) > 2 else ""
+    )
+
+
+def _golden(
+    inputs, outputs, reference: str, confirmed_by: tuple[str, ...], notes: list[str], unavailable: list[str]
+) -> GoldenData:
     return GoldenData(
         inputs=inputs,
-        expected=tuple(expected),
-        tolerances=tuple(_tolerance(e) for e in expected),
+        expected=tuple(outputs),
+        tolerances=tuple(tolerance_for(e) for e in outputs),
         reference=reference,
+        confirmed_by=confirmed_by,
+        notes=tuple(notes),
+        unavailable=tuple(unavailable),
     )

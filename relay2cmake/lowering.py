@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ class LoweredModel:
     kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once (any kernel set)
     objects: dict[str, ObjectSet]  # architecture → its kernel object
     skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
+    # Optimisations declined, one line each ("channels-last: ..."); the kernel-level ones
+    # are in each ObjectSet.
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,12 @@ class ObjectSet:
     tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
     wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
     kernels: tuple[str, ...] = ()  # every kernel the object defines
+    # Kernels LLVM could not build with their schedule for this set: built unscheduled.
+    unscheduled: tuple[str, ...] = ()
+    # Kernels LLVM could not build at all for this set: compiled from C beside the object
+    # (``c_source``, TVM's C for just those kernels, same symbols).
+    in_c: tuple[str, ...] = ()
+    c_source: str = ""
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -142,7 +152,7 @@ def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase 
     }
     if not chosen:
         return None, {}
-    return _object(tvm.IRModule(chosen), prefix, wide, tuned)
+    return _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True)
 
 
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
@@ -160,21 +170,39 @@ def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
 
 
 def _object(
-    prims, prefix: str, target: KernelTarget, tuned: dict[str, Any] | None = None
+    prims,
+    prefix: str,
+    target: KernelTarget,
+    tuned: dict[str, Any] | None = None,
+    twin: bool = False,
+    schedule: bool = True,
 ) -> tuple[ObjectSet, dict[str, int]]:
     """One relocatable object for ``target``, with the backend function pointers renamed to
-    this package's, and the scratch bytes per kernel."""
+    this package's, and the scratch bytes per kernel. A kernel that LLVM cannot build is
+    built unscheduled, and failing that left out: from the twin (the default set serves it)
+    or, in a default set, compiled from its C source beside the object."""
     import tvm
 
-    tuned = dict(tuned or {})
+    tuned = dict(tuned or {}) if schedule else {}
     serial: frozenset[str] = frozenset()
-    text, names = _llvm_ir(prims, prefix, target, serial, tuned)
+    unscheduled = frozenset() if schedule else frozenset(gv.name_hint for gv in prims.get_global_vars())
+    left_out: frozenset[str] = frozenset()
+    try:
+        text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
+    except ModelError:
+        failing, left_out = _unbuildable_kernels(prims, prefix, target, tuned)
+        unscheduled |= failing
+        prims = tvm.IRModule({gv: f for gv, f in prims.functions.items() if gv.name_hint not in left_out})
+        tuned = {name: f for name, f in tuned.items() if name not in unscheduled}
+        if not prims.functions:
+            raise ModelError(f"LLVM could build none of the kernels for {target.label}") from None
+        text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
     try:
         scratch = object_code.scratch_bytes(text, prefix)
     except object_code.ParallelScratch:
-        serial = _serial_kernels(prims, prefix, target, tuned)
+        serial = _serial_kernels(prims, prefix, target, tuned, unscheduled)
         tuned = {name: f for name, f in tuned.items() if name not in serial}  # default, serial
-        text, names = _llvm_ir(prims, prefix, target, serial, tuned)
+        text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
         scratch = object_code.scratch_bytes(text, prefix)
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path, object_path = Path(folder) / "kernels.ll", Path(folder) / "kernels.o"
@@ -182,19 +210,45 @@ def _object(
         # TVM's LLVM module loader reads textual IR back and emits the object for its triple.
         tvm.runtime.load_module(str(ir_path)).write_to_file(str(object_path))
         code = object_path.read_bytes()
-        return (
-            ObjectSet(
-                code=code,
-                scheduled=tuple(names),
-                serial=tuple(sorted(serial)),
-                tuned=tuple(sorted(tuned)),
-                kernels=tuple(sorted(gv.name_hint for gv in prims.get_global_vars())),
-            ),
-            scratch,
-        )
+    object_set = ObjectSet(
+        code=code,
+        scheduled=tuple(names),
+        serial=tuple(sorted(serial)),
+        tuned=tuple(sorted(tuned)),
+        kernels=tuple(sorted(gv.name_hint for gv in prims.get_global_vars())),
+        unscheduled=tuple(sorted(unscheduled)) if schedule else (),
+        in_c=() if twin else tuple(sorted(left_out)),
+    )
+    return object_set, scratch
 
 
-def _serial_kernels(prims, prefix: str, target: KernelTarget, tuned: dict[str, Any]) -> frozenset[str]:
+def _unbuildable_kernels(
+    prims, prefix: str, target: KernelTarget, tuned: dict[str, Any]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Kernels LLVM cannot build for ``target`` as scheduled (they stay unscheduled) and
+    those it cannot build at all (left out), found one kernel at a time after the whole set
+    failed: one bad kernel must not cost the set."""
+    import tvm
+
+    unscheduled, left_out = set(), set()
+    for gv in prims.get_global_vars():
+        alone = tvm.IRModule({gv: prims[gv]})
+        for plain in (frozenset(), frozenset({gv.name_hint})):
+            try:
+                _llvm_ir(alone, prefix, target, frozenset(), tuned, plain)
+                if plain:
+                    unscheduled.add(gv.name_hint)
+                break
+            except ModelError:
+                continue
+        else:
+            left_out.add(gv.name_hint)
+    return frozenset(unscheduled), frozenset(left_out)
+
+
+def _serial_kernels(
+    prims, prefix: str, target: KernelTarget, tuned: dict[str, Any], unscheduled: frozenset[str]
+) -> frozenset[str]:
     """Kernels whose parallel loops would allocate scratch (the arena's scratch is one stack
     per context, which concurrent tasks cannot share), found one by one: they are scheduled
     without parallel loops, and the others keep theirs."""
@@ -202,7 +256,8 @@ def _serial_kernels(prims, prefix: str, target: KernelTarget, tuned: dict[str, A
 
     def allocates_in_parallel(module) -> bool:
         try:
-            object_code.scratch_bytes(_llvm_ir(module, prefix, target, frozenset(), tuned)[0], prefix)
+            text = _llvm_ir(module, prefix, target, frozenset(), tuned, unscheduled)[0]
+            object_code.scratch_bytes(text, prefix)
         except object_code.ParallelScratch:
             return True
         return False
@@ -213,15 +268,22 @@ def _serial_kernels(prims, prefix: str, target: KernelTarget, tuned: dict[str, A
 
 
 def _llvm_ir(
-    prims, prefix: str, target: KernelTarget, serial: frozenset[str], tuned: dict[str, Any]
+    prims,
+    prefix: str,
+    target: KernelTarget,
+    serial: frozenset[str],
+    tuned: dict[str, Any],
+    unscheduled: frozenset[str] = frozenset(),
 ) -> tuple[str, list[str]]:
-    """The kernels scheduled (``tuned`` ones as given) and built for ``target`` as LLVM IR
-    text, backend symbols renamed; and the names of the scheduled kernels."""
+    """The kernels scheduled (``tuned`` ones as given; ``unscheduled`` ones not at all) and
+    built for ``target`` as LLVM IR text, backend symbols renamed; and the names of the
+    scheduled kernels."""
     scheduled, names = schedule_module(
         prims,
         ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True),
         serial,
-        tuned,
+        {n: f for n, f in tuned.items() if n not in unscheduled},
+        unscheduled,
     )
     library = _build(scheduled, target.tvm_target(), f"{target.label} code")
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
@@ -250,35 +312,116 @@ def _merged(scratch: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return result
 
 
-def rewrite_relax(module, winograd: bool = True):
-    """The Relax rewrites every kernel set shares, before TVM's pipeline: control flow to
-    select, float16 Mod widened, 2-D convolutions channels-last (3x3 ones as Winograd's
-    unless ``winograd`` is False), constant matmul weights packed, erf and softmax made
-    vectorizable."""
-    module = convolutions_channels_last(widen_float16_mod(if_to_select(module)), winograd)
-    return vectorizable_math(pack_matmul_weights(fold_constant_transposes(module)))
+@dataclass(frozen=True)
+class Rewrite:
+    """A Relax rewrite run before TVM's pipeline. An optional one is an optimisation: when it
+    raises, or TVM's pipeline fails after it, it is declined and the model lowers without it."""
+
+    name: str
+    apply: Callable[[Any], Any]
+    optional: bool = True
 
 
-def lowered_kernels(module, prefix: str, winograd: bool = True):
-    """The Relax rewrites and TVM's CPU pipeline: the lowered ``main`` and the PrimFuncs it
-    calls, with global symbols ``<prefix>_<name>``."""
+def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
+    """In order: control flow to select (the driver has no branches) and float16 Mod widened
+    (TVM's C printer cannot print it) are required; 2-D convolutions channels-last (3x3
+    ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
+    matmul weights packed, erf and softmax made vectorizable are optimisations."""
+    return [
+        Rewrite("if-to-select", if_to_select, optional=False),
+        Rewrite("float16-mod", widen_float16_mod, optional=False),
+        Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd)),
+        Rewrite("constant-transposes", fold_constant_transposes),
+        Rewrite("packed-matmul", pack_matmul_weights),
+        Rewrite("fast-math", vectorizable_math),
+    ]
+
+
+WINOGRAD = "winograd"  # part of channels-last, declinable on its own
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = frozenset()):
+    """The rewrites every kernel set shares; returns the module, the optional rewrites that
+    applied, and one line per rewrite that raised (declined)."""
+    applied, fallbacks = [], []
+    winograd = winograd and WINOGRAD not in declined
+    for rewrite in relax_rewrites(winograd):
+        if rewrite.optional and rewrite.name in declined:
+            continue
+        try:
+            module = rewrite.apply(module)
+        except Exception as exc:
+            if not rewrite.optional:
+                raise ModelError(f"TVM could not lower this model ({rewrite.name}): {_reason(exc)}") from None
+            fallbacks.append(f"{rewrite.name}: declined for the whole model, it failed ({_reason(exc)})")
+            if rewrite.name == "channels-last" and winograd:
+                # Winograd is part of this rewrite: channels-last may still work without it.
+                try:
+                    module = convolutions_channels_last(module, False)
+                    fallbacks[-1] = f"{WINOGRAD}: declined for the whole model, it failed ({_reason(exc)})"
+                    applied.append(rewrite.name)
+                except Exception:
+                    pass
+            continue
+        if rewrite.optional:
+            applied.append(rewrite.name)
+            if rewrite.name == "channels-last" and winograd:
+                applied.append(WINOGRAD)
+    return module, applied, fallbacks
+
+
+def _pipeline(module):
     import tvm
     from tvm import relax
 
     c_target = tvm.target.Target("c")
+    with c_target:
+        return relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
+
+
+def lowered_kernels(module, prefix: str, winograd: bool = True, optimise: bool = True):
+    """The Relax rewrites and TVM's CPU pipeline: the lowered ``main``, the PrimFuncs it
+    calls with global symbols ``<prefix>_<name>``, and the optimisations declined. When the
+    pipeline fails after the optional rewrites, each is declined in turn (then all of them)
+    until it succeeds; ``optimise=False`` declines them all from the start."""
+    import tvm
+
     _register_c_intrinsics()
-    module = rewrite_relax(module, winograd)
+    names = [WINOGRAD] + [r.name for r in relax_rewrites(winograd) if r.optional]
+    declined = frozenset() if optimise else frozenset(names)
+    rewritten, applied, fallbacks = rewrite_relax(module, winograd, declined)
     try:
-        with c_target:
-            lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
+        lowered = _pipeline(rewritten)
     except Exception as exc:
-        message = " ".join(str(exc).split())[:800]
-        raise ModelError(f"TVM could not lower this model: {type(exc).__name__}: {message}") from None
+        first_failure = exc
+        lowered = None
+        attempts = [frozenset({name}) for name in applied] + (
+            [frozenset(applied)] if len(applied) > 1 else []
+        )
+        for extra in attempts:
+            try:
+                retry, _, more = rewrite_relax(module, winograd, declined | extra)
+                lowered = _pipeline(retry)
+            except Exception:
+                continue
+            fallbacks += more + [
+                f"{name}: declined for the whole model, TVM's pipeline failed after it "
+                f"({_reason(first_failure)})"
+                for name in sorted(extra)
+            ]
+            break
+        if lowered is None:
+            raise ModelError(f"TVM could not lower this model: {_reason(first_failure)}") from None
     main = lowered["main"]
     called = _called_prim_funcs(main, lowered)
-    return main, tvm.IRModule(
+    prims = tvm.IRModule(
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
+    return main, prims, tuple(fallbacks)
 
 
 def lower(
@@ -287,18 +430,27 @@ def lower(
     targets: tuple[KernelTarget, ...] = (KernelTarget("c"),),
     tuning: TuningDatabase | None = None,
     winograd: bool = True,
+    optimise: bool = True,
 ) -> LoweredModel:
     """Lower once (one memory plan for every kernel set), then generate each kernel set;
-    ``tuning``'s schedules replace the default ones in the set of its target."""
+    ``tuning``'s schedules replace the default ones in the set of its target. With
+    ``optimise=False`` (the plain path): no optional rewrite, no schedule, no AVX-512 twin."""
     import tvm
 
     c_target = tvm.target.Target("c")
-    main, prims = lowered_kernels(module, prefix, winograd)
+    main, prims, fallbacks = lowered_kernels(module, prefix, winograd, optimise)
+    tuning = tuning if optimise else None
     called = prims.get_global_vars()
     symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
     if not called:
         return LoweredModel(
-            prefix=prefix, main=main, kernel_symbols={}, kernel_source="", kernel_scratch={}, objects={}
+            prefix=prefix,
+            main=main,
+            kernel_symbols={},
+            kernel_source="",
+            kernel_scratch={},
+            objects={},
+            fallbacks=fallbacks,
         )
     source = _build(prims, c_target, "C code").inspect_source()
     scratch = kernel_source.scratch_bytes(source)
@@ -308,11 +460,18 @@ def lower(
             continue
         tuned = _tuned(prims, tuning) if tuning is not None and tuning.target == target.label else {}
         try:
-            object_set, object_scratch = _object(prims, prefix, target, tuned)
+            object_set, object_scratch = _object(prims, prefix, target, tuned, schedule=optimise)
         except ModelError as exc:  # the C kernels still serve this architecture
             skipped[target.label] = str(exc)
             continue
-        wide = target.wide_variant()
+        if object_set.in_c:  # the kernels LLVM could not build, as C beside the object
+            subset = tvm.IRModule(
+                {gv: f for gv, f in prims.functions.items() if gv.name_hint in object_set.in_c}
+            )
+            object_set = dataclasses.replace(
+                object_set, c_source=_build(subset, c_target, "C code").inspect_source()
+            )
+        wide = target.wide_variant() if optimise else None
         if wide is not None:
             try:
                 wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning)
@@ -333,4 +492,5 @@ def lower(
         kernel_scratch=scratch,
         objects=objects,
         skipped=skipped,
+        fallbacks=fallbacks,
     )

@@ -122,3 +122,21 @@ def c_string_literal(text: str) -> str:
 def comment_text(text: str) -> str:
     """``text`` made safe inside a ``/* */`` or ``//`` comment (no terminator, one line)."""
     return text.replace("*/", "* /").replace("\n", " ").replace("\r", " ").replace("\\", "\\\\")
+
+
+# Enough for text inside a list item: no emphasis, code, links, HTML, tables or headings.
+_MARKDOWN_SPECIAL = set("\\`*_{}[]<>#|~&")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as one line of literal Markdown: every character Markdown or HTML could read
+    as syntax is backslash-escaped, control characters become spaces."""
+    out = []
+    for ch in text:
+        if ch in _MARKDOWN_SPECIAL:
+            out.append("\\" + ch)
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)

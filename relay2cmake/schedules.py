@@ -410,17 +410,24 @@ def _schedule(func, options: ScheduleOptions):
 
 
 def schedule_module(
-    module, options: ScheduleOptions, serial: frozenset[str] = frozenset(), tuned: dict | None = None
+    module,
+    options: ScheduleOptions,
+    serial: frozenset[str] = frozenset(),
+    tuned: dict | None = None,
+    unscheduled: frozenset[str] = frozenset(),
 ):
     """Every PrimFunc of ``module`` scheduled: as given in ``tuned`` (by name), else where a
-    pattern applies (the ``serial`` ones without parallel loops); returns the new module and
-    the names of the scheduled functions."""
+    pattern applies (the ``serial`` ones without parallel loops; the ``unscheduled`` ones
+    not at all); returns the new module and the names of the scheduled functions."""
     import dataclasses
 
     import tvm
 
     functions, scheduled = {}, []
     for gv, func in module.functions.items():
+        if gv.name_hint in unscheduled:
+            functions[gv] = func
+            continue
         own = dataclasses.replace(options, parallel=False) if gv.name_hint in serial else options
         result = schedule_function(func, own) if isinstance(func, tvm.tirx.PrimFunc) else None
         if tuned and gv.name_hint in tuned:

@@ -170,7 +170,7 @@ def tune(
     with progress("Importing the model"):
         imported = import_model(model, input_shapes or {}, constant_inputs or {})
     with progress("Lowering"):
-        _, prims = lowered_kernels(imported.module, "tune", winograd)
+        _, prims, _ = lowered_kernels(imported.module, "tune", winograd)
     tvm_target = target.tvm_target(cores=os.cpu_count() or 1)
     kernels = {gv.name_hint: prims[gv] for gv in prims.get_global_vars()}
     register_build_function()

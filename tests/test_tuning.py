@@ -42,7 +42,7 @@ def _handmade_database(model_path, path, target: str = "x86_64:x86-64-v3") -> st
     from relay2cmake.frontends import import_model
     from relay2cmake.lowering import lowered_kernels
 
-    _, prims = lowered_kernels(import_model(model_path, {}).module, "t")
+    _, prims, _ = lowered_kernels(import_model(model_path, {}).module, "t")
     (gv,) = prims.get_global_vars()
     func = prims[gv]
     sch = tvm.s_tir.Schedule(tuning.normalized(func))

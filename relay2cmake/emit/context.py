@@ -110,6 +110,11 @@ def _io_views(tensors, prefix: str, shapes: _Shapes) -> list[dict[str, Any]]:
     return views
 
 
+def c_fallback_path(prefix: str, arch: str) -> str:
+    """The C source of the kernels an object set could not carry (LLVM failed on them)."""
+    return f"src/{prefix}_kernels_{arch}_fallback.c"
+
+
 def build_context(
     identity: PackageIdentity,
     plan: PackagePlan,
@@ -118,9 +123,11 @@ def build_context(
     weights_file: WeightsFile,
     golden: GoldenData,
     wide_kernels: frozenset[str] = frozenset(),
+    c_fallback_arches: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """``wide_kernels``: the kernels the AVX-512 twin set defines (the others run from the
-    default set there too)."""
+    default set there too); ``c_fallback_arches``: object sets with kernels LLVM could not
+    build, compiled from C beside the object."""
     prefix = identity.prefix
     shapes = _Shapes(prefix)
     inputs = _io_views(plan.inputs, prefix, shapes)
@@ -195,7 +202,8 @@ def build_context(
         "banner_hash": hash_banner(identity),
         "banner_lines": banner_lines(identity),
         "model_file_comment": comment_text(identity.model_file),
-        "reference_comment": golden.reference,
+        "reference_comment": golden.reference
+        + (f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""),
         "arena_bytes": plan.arena_bytes,
         "weight_bytes": plan.weight_bytes,
         "context_bytes": context_bytes,
@@ -208,6 +216,7 @@ def build_context(
                 "define": f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
                 # The AVX-512 twin (symbols <prefix>_wide_*), linked beside it and picked at run time.
                 "wide_path": f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
+                "c_fallback_path": c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
             }
             for t in object_targets
         ],

@@ -17,10 +17,11 @@ import numpy as np
 from relay2cmake import __version__, kernel_source
 from relay2cmake.dtypes import RAW_BITS
 from relay2cmake.emit import weights
-from relay2cmake.emit.context import PackageIdentity, build_context, c_banner
+from relay2cmake.emit.context import PackageIdentity, build_context, c_banner, c_fallback_path
 from relay2cmake.errors import UserError
 from relay2cmake.golden import GoldenData
 from relay2cmake.lowering import LoweredModel
+from relay2cmake.naming import markdown_text
 from relay2cmake.plan import PackagePlan
 
 
@@ -107,6 +108,9 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
         "steps": len(plan.steps),
         "golden": {
             "reference": golden.reference,
+            "confirmed_by": list(golden.confirmed_by),
+            "notes": list(golden.notes),
+            "unavailable": list(golden.unavailable),
             "tolerances": [{"atol": t.atol, "rtol": t.rtol} for t in golden.tolerances],
         },
     }
@@ -123,19 +127,34 @@ def render_package(
     lowered: LoweredModel,
     golden: GoldenData,
     operators: tuple[str, ...],
+    fallbacks: tuple[str, ...] = (),
+    self_check: str = "not run",
 ) -> dict[str, Content]:
+    """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked."""
     shards, placements = weights.layout(plan.constants)
     weights_file = weights.weights_file(shards)
     wide_kernels = frozenset(
         n for o in lowered.objects.values() if o.wide is not None for n in o.wide.kernels
     )
-    context = build_context(identity, plan, shards, placements, weights_file, golden, wide_kernels)
+    c_fallbacks = {arch: o.c_source for arch, o in lowered.objects.items() if o.in_c}
+    context = build_context(
+        identity, plan, shards, placements, weights_file, golden, wide_kernels, frozenset(c_fallbacks)
+    )
+    # Text that may quote the model (TVM's messages name its operators): Markdown-escaped.
+    context["fallbacks_markdown"] = [markdown_text(f) for f in fallbacks]
+    context["golden_notes_markdown"] = [markdown_text(n) for n in golden.notes]
+    context["self_check_markdown"] = markdown_text(self_check)
+    context["reference_markdown"] = markdown_text(context["reference_comment"])
     files = render_templates(context)
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
     files[f"src/{prefix}_kernels.c"] = kernel_source.adapt(
         lowered.kernel_source, f"{prefix}_kernel_abi.h", banner
     ).encode("utf-8")
+    for arch, source in c_fallbacks.items():
+        files[c_fallback_path(prefix, arch)] = kernel_source.adapt(
+            source, f"{prefix}_kernel_abi.h", banner
+        ).encode("utf-8")
     for arch, object_set in lowered.objects.items():
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
         if object_set.wide is not None:
@@ -152,6 +171,8 @@ def render_package(
     for index, array in enumerate(golden.expected):
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
     document = metadata(identity, plan, golden, operators, context)
+    document["fallbacks"] = list(fallbacks)
+    document["self_check"] = self_check
     sets = {arch: o for arch, o in lowered.objects.items()}
     sets.update({f"{arch}-wide": o.wide for arch, o in lowered.objects.items() if o.wide is not None})
     document["scheduled_kernels"] = {name: list(o.scheduled) for name, o in sorted(sets.items())}
@@ -179,8 +200,9 @@ def check_output_dir(out: Path, force: bool) -> None:
         raise UserError(f"Cannot write to {str(out)!r}: permission denied.")
 
 
-def write_package(out: Path, files: dict[str, Content], force: bool) -> None:
-    """Write into a fresh sibling folder, then swap it in: a failure leaves ``out`` as it was."""
+def stage_package(out: Path, files: dict[str, Content], force: bool) -> Path:
+    """Write into a fresh hidden sibling of ``out`` (``commit_package`` swaps it in, or
+    ``discard_staging`` removes it): until then ``out`` is as it was."""
     check_output_dir(out, force)
     out = out.resolve()
     try:
@@ -195,9 +217,28 @@ def write_package(out: Path, files: dict[str, Content], force: bool) -> None:
                 for piece in content() if callable(content) else (content,):
                     stream.write(piece)
         staging.chmod(0o755)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"Cannot write the package to {str(out)!r}: {exc.strerror or exc}.") from None
+    return staging
+
+
+def commit_package(staging: Path, out: Path, force: bool) -> None:
+    check_output_dir(out, force)
+    out = out.resolve()
+    try:
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
         raise UserError(f"Cannot write the package to {str(out)!r}: {exc.strerror or exc}.") from None
+
+
+def discard_staging(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_package(out: Path, files: dict[str, Content], force: bool) -> None:
+    """Write into a fresh sibling folder, then swap it in: a failure leaves ``out`` as it was."""
+    commit_package(stage_package(out, files, force), out, force)

@@ -27,7 +27,7 @@ class TensorSignature:
 class Reference:
     """An independent way to run the source model (for golden outputs), not through TVM."""
 
-    name: str  # "onnx-reference", "torch", ...
+    name: str  # "onnxruntime", "onnx-reference", "torch", ...
     run: Callable[[tuple[Any, ...]], list[Any]]  # NumPy inputs in model order → NumPy outputs
 
 
@@ -46,7 +46,9 @@ class ImportedModel:
     source_format: str
     source_sha256: str
     operators: tuple[str, ...]  # the model's operator types, sorted, for metadata
-    reference: Reference | None = None
+    # Independent ways to run the source model, most trusted first (golden.py cross-checks
+    # them with each other and with TVM's VM).
+    references: tuple[Reference, ...] = ()
 
 
 def file_sha256(path: Path) -> str:

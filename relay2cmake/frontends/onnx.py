@@ -279,6 +279,7 @@ def import_onnx(
         model = freeze_inputs(model, frozen) if frozen else model
         inputs = _input_signatures(model, input_shapes)
         set_input_shapes(model, {s.name: s.shape for s in inputs})
+        source = model  # the references run this: before our folding, independent of it
         # Shape arithmetic and everything computed from constants become constants; this may
         # also remove operators TVM cannot convert.
         model = fold_constants(model)
@@ -318,20 +319,66 @@ def import_onnx(
         source_format="onnx",
         source_sha256=file_sha256(path),
         operators=operators,
-        reference=Reference("onnx-reference", _reference_runner(model, [s.name for s in inputs])),
+        references=_references(source, [s.name for s in inputs]),
     )
 
 
-def _reference_runner(model: onnx.ModelProto, input_names: list[str]):
-    """ONNX's own reference evaluator: independent of TVM, slow but fine for one run."""
+def _references(model: onnx.ModelProto, input_names: list[str]) -> tuple[Reference, ...]:
+    """ONNX Runtime, then ONNX's reference evaluator: both independent of TVM."""
 
-    def run(arrays):
+    def feeds(arrays):
+        return dict(zip(input_names, arrays, strict=True))
+
+    def onnxruntime(arrays):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        # Unoptimised: the reference should compute the graph as written.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return session.run(None, feeds(arrays))
+
+    def onnx_reference(arrays):
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(model)
-        return list(evaluator.run(None, dict(zip(input_names, arrays, strict=True))))
+        return ReferenceEvaluator(inference_mode_batch_norm(model)).run(None, feeds(arrays))
 
-    return run
+    return (Reference("onnxruntime", onnxruntime), Reference("onnx-reference", onnx_reference))
+
+
+def inference_mode_batch_norm(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every BatchNormalization spelled so that onnx 1.23's reference evaluator
+    uses the running statistics, as an inference graph means. It normalises with the batch's
+    statistics when ``training_mode`` is absent (opset 14+: it tests ``training_mode == 0``
+    against None), when ``momentum`` is given (opsets 9-13) and when ``is_test`` is absent
+    (opsets 6-8). The attributes are rewritten on a copy; the graph is otherwise the same."""
+    opset = _opset(model)
+    patched = onnx.ModelProto()
+    patched.CopyFrom(model)
+    for node in _all_nodes(patched.graph):
+        if node.op_type != "BatchNormalization" or node.domain not in DEFAULT_DOMAINS:
+            continue
+        if any(a.name == "training_mode" and a.i != 0 for a in node.attribute):
+            continue  # a real training-mode node: leave it as written
+        kept = [a for a in node.attribute if a.name not in ("momentum", "training_mode", "is_test")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        if opset >= 14:
+            node.attribute.append(onnx.helper.make_attribute("training_mode", 0))
+        elif opset < 9:
+            node.attribute.append(onnx.helper.make_attribute("is_test", 1))
+    return patched
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _all_nodes(subgraph)
 
 
 def _output_signatures(

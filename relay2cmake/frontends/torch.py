@@ -79,5 +79,5 @@ def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Import
         source_format="pt2",
         source_sha256=file_sha256(path),
         operators=tuple(operators),
-        reference=Reference("torch", _runner(program)),
+        references=(Reference("torch", _runner(program)),),
     )

@@ -1,0 +1,112 @@
+"""``gen`` checks its own work: build the staged package and run its golden test.
+
+Each kernel set this machine can run is built the way a user would (CMake, the package's
+own golden test) and must reproduce the recorded reference outputs: the host's object set
+(and, on AVX-512 CPUs, also the x86-64-v3 set beneath the AVX-512 twin) and the portable C
+kernels. Weights are read from the package's weights file (``<P>_EXTERNAL_WEIGHTS``) so
+that the check does not compile them. A machine without a C compiler skips the check,
+and says so.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from relay2cmake import build
+from relay2cmake.errors import BuildError
+
+HOST_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
+    platform.machine().lower()
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str  # what the user reads: "x86_64 objects", "portable C kernels"
+    definitions: tuple[str, ...]  # CMake -D flags besides the common ones
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    checked: tuple[str, ...]  # variants that built and passed
+    failures: tuple[str, ...]  # one line per failing variant: which outputs, by how much
+    skipped: str | None = None  # why nothing could be checked
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def variants(prefix: str, object_arches: tuple[str, ...], has_wide: bool) -> list[Variant]:
+    """The kernel sets this machine runs: the host's objects (both x86 levels when the
+    AVX-512 twin exists; the CPU check picks the twin where it can) and the C kernels."""
+    upper = prefix.upper()
+    found = []
+    if HOST_ARCH in object_arches:
+        found.append(Variant(f"{HOST_ARCH} objects", ()))
+        if has_wide:
+            found.append(
+                Variant(f"{HOST_ARCH} objects without the AVX-512 twin", (f"-D{upper}_WIDE_KERNELS=OFF",))
+            )
+    found.append(Variant("portable C kernels", (f"-D{upper}_PORTABLE_KERNELS=ON",)))
+    return found
+
+
+def _failed_outputs(log: str) -> str:
+    """The golden test's FAIL lines (``output 0 'y': max_abs_error=... FAIL``), else its tail."""
+    lines = [line.strip() for line in log.splitlines() if re.match(r"\s*output \d+ '.*FAIL\s*$", line)]
+    if lines:
+        return "; ".join(lines)
+    tail = [line.strip() for line in log.strip().splitlines() if line.strip()][-6:]
+    return " | ".join(tail)
+
+
+def check_package(
+    package: Path, prefix: str, object_arches: tuple[str, ...], has_wide: bool, external_weights: bool
+) -> CheckResult:
+    upper = prefix.upper()
+    common = (
+        f"-D{upper}_BUILD_TESTS=ON",
+        f"-D{upper}_BUILD_TOOLS=OFF",
+        f"-D{upper}_INSTALL=OFF",
+        f"-D{upper}_EXTERNAL_WEIGHTS={'ON' if external_weights else 'OFF'}",
+    )
+    checked, failures = [], []
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-check-") as scratch:
+        for index, variant in enumerate(variants(prefix, object_arches, has_wide)):
+            build_dir = Path(scratch) / f"b{index}"
+            try:
+                build.configure(package, build_dir, *common, *variant.definitions)
+            except BuildError as exc:
+                if index == 0 and _no_compiler(str(exc)):
+                    return CheckResult((), (), skipped="no working C compiler was found for CMake")
+                failures.append(f"{variant.label}: CMake could not configure the package: {_tail(exc)}")
+                continue
+            try:
+                build.build(build_dir, target=f"{prefix}_golden")
+            except BuildError as exc:
+                failures.append(f"{variant.label}: the package does not compile: {_tail(exc)}")
+                continue
+            try:
+                build.test(build_dir)
+            except BuildError as exc:
+                failures.append(f"{variant.label}: {_failed_outputs(str(exc))}")
+                continue
+            checked.append(variant.label)
+    return CheckResult(tuple(checked), tuple(failures))
+
+
+def _no_compiler(log: str) -> bool:
+    return (
+        "No CMAKE_C_COMPILER could be found" in log or "is not able to compile a simple test program" in log
+    )
+
+
+def _tail(exc: BuildError) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return " | ".join((errors or lines)[-3:])[:600]
