@@ -361,7 +361,8 @@ def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = froz
             if rewrite.name == "channels-last" and winograd:
                 # Winograd is part of this rewrite: channels-last may still work without it.
                 try:
-                    module = convolutions_channels_last(module, False)
+                    without = next(r for r in relax_rewrites(False) if r.name == rewrite.name)
+                    module = without.apply(module)
                     fallbacks[-1] = f"{WINOGRAD}: declined for the whole model, it failed ({_reason(exc)})"
                     applied.append(rewrite.name)
                 except Exception:

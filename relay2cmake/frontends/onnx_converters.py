@@ -429,6 +429,24 @@ class Clip(OnnxOpConverter):
         return results
 
 
+class Dropout(OnnxOpConverter):
+    """Inference Dropout: the input itself, and an all-true mask (bool from opset 10, the
+    input's type before). TVM's converter emits ``R.nn.dropout``, a tuple-valued call that
+    layout conversion cannot pass (classic CNNs keep the mask output), with a float mask."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        return cls._passthrough(bb, inputs[0], None)
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        return cls._passthrough(bb, inputs[0], "bool")
+
+    @staticmethod
+    def _passthrough(bb, data, mask_dtype):
+        return relax.Tuple([data, bb.normalize(relax.op.ones_like(data, mask_dtype))])
+
+
 class NegativeLogLikelihoodLoss(OnnxOpConverter):
     @classmethod
     def _impl_v12(cls, bb, inputs, attr, params):
@@ -449,6 +467,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "BitCast": BitCast,
     "Clip": Clip,
+    "Dropout": Dropout,
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,

@@ -1,0 +1,248 @@
+"""An optimisation may be declined, correctness may not: every rewrite that raises, breaks
+TVM's pipeline or computes wrong values is declined (with one warning line naming it), and a
+kernel LLVM cannot build costs only that kernel. Each case forces the failure, then
+builds the package with CMake and runs its golden test (gen's self-check and ctest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from packaging_helpers import configure_build, ctest, run
+
+from relay2cmake import lowering
+from relay2cmake.errors import ModelError
+from relay2cmake.generate import GenerateOptions, generate
+
+
+def _cnn(path: Path, opset: int = 13, dropout_mask: bool = False) -> Path:
+    """conv 3x3 → BatchNorm → relu (→ Dropout with its mask) → conv 1x1 → matmul head."""
+    rng = np.random.default_rng(3)
+
+    def const(name, *shape, scale=0.2):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "g", "beta", "mean", "var"], ["n1"]),
+        helper.make_node("Relu", ["n1"], ["r1"]),
+    ]
+    last = "r1"
+    if dropout_mask:
+        nodes.append(helper.make_node("Dropout", [last], ["d1", "mask"]))
+        last = "d1"
+    nodes += [
+        helper.make_node("Conv", [last, "w2"], ["c2"], kernel_shape=[1, 1]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("MatMul", ["f", "wh"], ["y"]),
+    ]
+    running_var = numpy_helper.from_array(rng.uniform(4.0, 9.0, 16).astype(np.float32), "var")
+    initializers = [
+        const("w1", 16, 8, 3, 3),
+        const("b1", 16),
+        const("g", 16, scale=1.0),
+        const("beta", 16),
+        numpy_helper.from_array(rng.uniform(2.0, 3.0, 16).astype(np.float32), "mean"),
+        running_var,
+        const("w2", 32, 16, 1, 1),
+        const("wh", 32, 24),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def _generate(model: Path, out: Path, **options):
+    return generate(GenerateOptions(model=model, out=out, name="Fb", **options))
+
+
+def _build_and_ctest(package: Path, build: Path, *definitions: str) -> str:
+    configure_build(package, build, *definitions)
+    return run([ctest(), "--test-dir", build, "--output-on-failure"]).stdout
+
+
+@pytest.fixture()
+def model(tmp_path) -> Path:
+    return _cnn(tmp_path / "cnn.onnx")
+
+
+def _with_main(module, main):
+    import tvm
+
+    functions = dict(module.functions)
+    functions[module.get_global_var("main")] = main
+    return tvm.IRModule(functions, attrs=module.attrs)
+
+
+def _raising(*_args, **_kwargs):
+    raise RuntimeError("forced failure for the test")
+
+
+@pytest.mark.parametrize("rewrite", ["channels-last", "constant-transposes", "packed-matmul", "fast-math"])
+def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch):
+    original = lowering.relax_rewrites
+
+    def rewrites(winograd=True):
+        return [
+            lowering.Rewrite(r.name, _raising, r.optional) if r.name == rewrite else r
+            for r in original(winograd)
+        ]
+
+    monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
+    report = _generate(model, tmp_path / "pkg")
+    warned = [w for w in report.warnings if w.startswith(f"fallback: {rewrite}:")]
+    assert len(warned) == 1 and "forced failure" in warned[0], report.warnings
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    assert any(f.startswith(f"{rewrite}:") for f in meta["fallbacks"])
+    assert meta["self_check"].startswith("passed"), meta["self_check"]
+    assert "golden" in _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
+
+
+def test_a_rewrite_that_breaks_the_pipeline_is_declined(model, tmp_path, monkeypatch):
+    """fast-math returns a module that TVM's pipeline then fails on (marked here by an
+    attribute the wrapped pipeline refuses): the retry without it must succeed."""
+    original, real_pipeline = lowering.relax_rewrites, lowering._pipeline
+
+    def marked(module):
+        return module.with_attr("r2c_test_poison", 1)
+
+    def pipeline(module):
+        if module.attrs is not None and "r2c_test_poison" in module.attrs:
+            raise RuntimeError("forced pipeline failure")
+        return real_pipeline(module)
+
+    def rewrites(winograd=True):
+        return [
+            lowering.Rewrite(r.name, marked, r.optional) if r.name == "fast-math" else r
+            for r in original(winograd)
+        ]
+
+    monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
+    monkeypatch.setattr(lowering, "_pipeline", pipeline)
+    report = _generate(model, tmp_path / "pkg")
+    warned = [w for w in report.warnings if w.startswith("fallback:")]
+    assert len(warned) == 1 and warned[0].startswith("fallback: fast-math:") and "pipeline" in warned[0], warned
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    assert meta["self_check"].startswith("passed")
+
+
+def test_a_rewrite_that_computes_wrong_values_falls_back_to_the_plain_path(model, tmp_path, monkeypatch):
+    """packed-matmul scales every constant by 1.5: it lowers and builds, and only the
+    self-check (the package's golden test, run by gen) can see that it is wrong."""
+    original = lowering.relax_rewrites
+
+    def wrong(module):
+        import tvm
+        from tvm import relax
+
+        @relax.expr_functor.mutator
+        class _Scale(relax.PyExprMutator):
+            def visit_call_(self, call):
+                call = super().visit_call_(call)
+                if call.op == tvm.ir.Op.get("relax.matmul"):
+                    return relax.op.multiply(call, relax.const(1.5, "float32"))
+                return call
+
+        return _with_main(module, _Scale(module).visit_expr(module["main"]))
+
+    def rewrites(winograd=True):
+        return [
+            lowering.Rewrite(r.name, wrong, r.optional) if r.name == "packed-matmul" else r
+            for r in original(winograd)
+        ]
+
+    monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
+    report = _generate(model, tmp_path / "pkg")
+    assert any(w.startswith("fallback: whole model:") for w in report.warnings), report.warnings
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    assert meta["self_check"].startswith("passed")
+    assert any(f.startswith("whole model:") and "FAIL" in f for f in meta["fallbacks"]), meta["fallbacks"]
+    assert "golden" in _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
+
+
+def test_wrong_values_on_the_plain_path_stop_gen(model, tmp_path, monkeypatch):
+    """When even the plain path disagrees with the reference, nothing is written."""
+    from relay2cmake import golden
+
+    real = golden.compute
+
+    def skewed(imported, **kwargs):
+        data = real(imported, **kwargs)
+        return golden.GoldenData(
+            data.inputs, tuple(e + 1.0 for e in data.expected), data.tolerances, data.reference
+        )
+
+    monkeypatch.setattr(golden, "compute", skewed)
+    with pytest.raises(ModelError, match=r"does not reproduce the reference outputs.*'y'"):
+        _generate(model, tmp_path / "pkg")
+    assert not (tmp_path / "pkg").exists()
+    report = _generate(model, tmp_path / "pkg2", allow_unverified=True)
+    assert any("FAILS its golden test" in w for w in report.warnings)
+    assert json.loads((tmp_path / "pkg2" / "metadata.json").read_text())["self_check"].startswith("FAILED")
+
+
+def _failing_build(kernel_part: str, scheduled_only: bool):
+    """lowering._build, except that LLVM "fails" on kernels whose name holds ``kernel_part``
+    (only when scheduled, if ``scheduled_only``)."""
+    real = lowering._build
+
+    def build(prims, target, what):
+        if str(target.kind) == "llvm":
+            for gv, func in prims.functions.items():
+                scheduled = "s_tir.is_scheduled" in (func.attrs or {}) or _looks_scheduled(func)
+                if kernel_part in gv.name_hint and (scheduled or not scheduled_only):
+                    raise ModelError(f"forced LLVM failure in {gv.name_hint}")
+        return real(prims, target, what)
+
+    return build
+
+
+def _looks_scheduled(func) -> bool:
+    return "parallel" in str(func.script()) or "vectorized" in str(func.script())
+
+
+def test_a_kernel_llvm_cannot_build_is_compiled_from_c_and_only_it(model, tmp_path, monkeypatch):
+    monkeypatch.setattr(lowering, "_build", _failing_build("conv2d", scheduled_only=False))
+    report = _generate(model, tmp_path / "pkg")
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    in_c = [f for f in meta["fallbacks"] if "compiled from C" in f]
+    assert in_c and all("conv2d" in line for line in in_c), meta["fallbacks"]
+    assert any(w.startswith("fallback: x86_64") and "compiled from C" in w for w in report.warnings)
+    assert not any("no x86_64" in w for w in report.warnings), "the object set was kept"
+    assert (tmp_path / "pkg" / "objects" / "x86_64" / "fb_kernels.o").exists()
+    fallback_c = tmp_path / "pkg" / "src" / "fb_kernels_x86_64_fallback.c"
+    assert fallback_c.exists() and "conv2d" in fallback_c.read_text()
+    assert "matmul" not in fallback_c.read_text(), "only the failing kernels are in C"
+    assert meta["scheduled_kernels"]["x86_64"], "the other kernels keep their schedules"
+    assert meta["self_check"].startswith("passed (x86_64 objects")
+    _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
+
+
+def test_a_kernel_whose_schedule_llvm_cannot_build_runs_unscheduled(model, tmp_path, monkeypatch):
+    monkeypatch.setattr(lowering, "_build", _failing_build("matmul", scheduled_only=True))
+    _generate(model, tmp_path / "pkg")
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    unscheduled = [f for f in meta["fallbacks"] if "without a schedule" in f]
+    assert unscheduled and all("matmul" in line for line in unscheduled), meta["fallbacks"]
+    assert not any("compiled from C" in f for f in meta["fallbacks"])
+    assert meta["self_check"].startswith("passed")
+
+
+def test_dropout_with_its_mask_keeps_channels_last(tmp_path):
+    """Old converters keep Dropout's mask output; channels-last must pass it, not refuse."""
+    model = _cnn(tmp_path / "dropout.onnx", opset=9, dropout_mask=True)
+    report = _generate(model, tmp_path / "pkg")
+    assert not [w for w in report.warnings if w.startswith("fallback:")], report.warnings
