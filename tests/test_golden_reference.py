@@ -23,7 +23,8 @@ def test_elements_match_treats_specials_exactly():
     tol = golden.Tolerance(1e-4, 1e-3)
     want = np.array([INF, -INF, NAN, 1.0, INF, 1.0, NAN, 0.0], np.float32)
     got = np.array([INF, -INF, NAN, 1.0005, 3e38, INF, 0.0, NAN], np.float32)
-    assert golden.elements_match(got, want, tol).tolist() == [True, True, True, True, False, False, False, False]
+    expected = [True, True, True, True, False, False, False, False]
+    assert golden.elements_match(got, want, tol).tolist() == expected
     assert golden.compare("y", got[:4], want[:4], tol) is None
     difference = golden.compare("y", got, want, tol)
     assert difference is not None and difference.mismatched == 4 and difference.max_abs_error < 1e-3
