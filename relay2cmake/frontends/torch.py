@@ -55,8 +55,37 @@ def _runner(program):
     return run
 
 
+def _drop_empty_concat_inputs(program) -> None:
+    """``torch.cat`` skips 1-D empty tensors whatever the other inputs' rank (legacy rule;
+    Hugging Face's KV caches start as ``torch.empty(0)``, e.g. GPT-2 with ``use_cache``);
+    TVM's importer requires equal ranks. Drop those inputs from the graph, in place."""
+    import torch
+
+    graph = program.graph_module.graph
+    changed = False
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        tensors = list(node.args[0])
+        kept = [t for t in tensors if not _empty_1d(t)]
+        if len(kept) == len(tensors) or not kept:
+            continue
+        node.args = (kept, *node.args[1:])
+        changed = True
+    if changed:
+        graph.eliminate_dead_code()
+        program.graph_module.recompile()
+
+
+def _empty_1d(node) -> bool:
+    value = getattr(node, "meta", {}).get("val")
+    shape = getattr(value, "shape", None)
+    return shape is not None and len(shape) == 1 and int(shape[0]) == 0
+
+
 def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
     program = _load(path)
+    _drop_empty_concat_inputs(program)
     names = _user_input_names(program)
     from tvm.relax.frontend.torch import from_exported_program
 
