@@ -228,6 +228,8 @@ def test_a_kernel_llvm_cannot_build_is_compiled_from_c_and_only_it(model, tmp_pa
     assert fallback_c.exists() and "conv2d" in fallback_c.read_text()
     assert "matmul" not in fallback_c.read_text(), "only the failing kernels are in C"
     assert meta["scheduled_kernels"]["x86_64"], "the other kernels keep their schedules"
+    readme = (tmp_path / "pkg" / "README.md").read_text()
+    assert "Optimisations declined" in readme and "compiled from C" in readme
     assert meta["self_check"].startswith("passed (x86_64 objects")
     _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
 
