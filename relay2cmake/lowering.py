@@ -8,6 +8,7 @@ kernel symbol carries the package prefix so several packages can live in one pro
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -422,7 +423,26 @@ def lowered_kernels(module, prefix: str, winograd: bool = True, optimise: bool =
     prims = tvm.IRModule(
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
+    _check_printable_names(prims)
     return main, prims, tuple(fallbacks)
+
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_printable_names(prims) -> None:
+    """TVM prints parameter names (and the buffer names made from the same Relax names) into
+    the C kernels as they are. The frontends rename every name that comes from the model
+    (``safe_parameter_names``); this refuses, rather than prints, a parameter whose name still
+    is not a plain C identifier."""
+    for gv, func in prims.functions.items():
+        names = [p.name for p in func.params]
+        bad = [n for n in names if not _C_IDENTIFIER.fullmatch(n)]
+        if bad or not _C_IDENTIFIER.fullmatch(gv.name_hint):
+            raise ModelError(
+                f"Kernel {gv.name_hint!r} would carry names that are not C identifiers ({bad!r}); "
+                "relay2cmake refuses to print them into C. Please report this model."
+            )
 
 
 def lower(

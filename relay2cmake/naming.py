@@ -120,8 +120,11 @@ def c_string_literal(text: str) -> str:
 
 
 def comment_text(text: str) -> str:
-    """``text`` made safe inside a ``/* */`` or ``//`` comment (no terminator, one line)."""
-    return text.replace("*/", "* /").replace("\n", " ").replace("\r", " ").replace("\\", "\\\\")
+    """``text`` made safe inside a ``/* */``, ``//`` or ``#`` comment: one line, no
+    terminator or opener (``-Wcomment``), no backslash (a ``//`` line continuation), and only
+    printable ASCII (bidi controls would trip ``-Wbidi-chars``); other characters become ``?``."""
+    printable = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
+    return printable.replace("*/", "* /").replace("/*", "/ *").replace("\\", "/")
 
 
 # Enough for text inside a list item: no emphasis, code, links, HTML, tables or headings.
@@ -130,13 +133,26 @@ _MARKDOWN_SPECIAL = set("\\`*_{}[]<>#|~&")
 
 def markdown_text(text: str) -> str:
     """``text`` as one line of literal Markdown: every character Markdown or HTML could read
-    as syntax is backslash-escaped, control characters become spaces."""
+    as syntax is backslash-escaped, control characters become spaces, and invisible format
+    characters (bidi overrides: text that reads differently from how it runs) become ``?``."""
+    import unicodedata
+
     out = []
     for ch in text:
         if ch in _MARKDOWN_SPECIAL:
             out.append("\\" + ch)
         elif ord(ch) < 32 or ord(ch) == 127:
             out.append(" ")
+        elif unicodedata.category(ch) == "Cf":
+            out.append("?")
         else:
             out.append(ch)
     return "".join(out)
+
+
+def file_label(text: str, limit: int = 120) -> str:
+    """A file name reduced to characters that mean nothing in any generated file's language
+    (C and CMake comments, Python strings, Markdown, HTML comments): letters, digits and
+    ``._+-``; anything else becomes ``_``. The model's sha256 identifies it; this only reads."""
+    label = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "._+-" else "_" for ch in text)
+    return label[:limit] or "_"

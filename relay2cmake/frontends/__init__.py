@@ -71,7 +71,19 @@ def check_model_path(path: Path) -> None:
 def import_model(
     path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None = None
 ) -> ImportedModel:
-    """Choose the frontend by file extension and import the model."""
+    """Choose the frontend by file extension and import the model; ``main``'s parameters get
+    safe names (the originals stay in ``inputs``)."""
+    import dataclasses
+
+    from relay2cmake.frontends.relax_signature import safe_parameter_names
+
+    imported = _import_by_format(path, input_shapes, constant_inputs)
+    return dataclasses.replace(imported, module=safe_parameter_names(imported.module))
+
+
+def _import_by_format(
+    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None
+) -> ImportedModel:
     check_model_path(path)
     suffix = path.suffix.lower()
     if suffix == ".onnx":

@@ -87,3 +87,29 @@ def main_signatures(
     names = ["output"] if len(fields) == 1 else [f"output_{i}" for i in range(len(fields))]
     outputs = tuple(signature_of(info, name) for info, name in zip(fields, names, strict=True))
     return inputs, outputs
+
+
+def safe_parameter_names(module):
+    """``module`` with ``main``'s parameters named ``input_0``, ``input_1``, ...: TVM names a
+    kernel's C parameters after them, unescaped, and the model's own names are untrusted text
+    (a newline and ``#include`` in an input name reached the C kernels). The package maps
+    inputs by position and keeps the original names in its tables."""
+    import tvm
+    from tvm import relax
+
+    main = module["main"]
+    renamed = [relax.Var(f"input_{i}", p.ty) for i, p in enumerate(main.params)]
+
+    @relax.expr_functor.mutator
+    class _Rename(relax.PyExprMutator):
+        pass
+
+    mutator = _Rename(module)
+    for old, new in zip(main.params, renamed, strict=True):
+        mutator.set_var_remap(old, new)
+    body = mutator.visit_expr(main.body)
+    functions = dict(module.functions)
+    functions[module.get_global_var("main")] = relax.Function(
+        renamed, body, main.ret_ty, main.is_pure, main.attrs
+    )
+    return tvm.IRModule(functions, attrs=module.attrs)

@@ -28,14 +28,14 @@ TVM_DLL float expf(float);
 extern "C"
 #endif
 TVM_DLL int32_t __tvm_ffi_passthrough_tir_exp(void* self_handle, void* args, int32_t num_args, void* result) {
-  int32_t x_type_index = (((TVMFFIAny*)args)[0].type_index);
+  int32_t input_0_type_index = (((TVMFFIAny*)args)[0].type_index);
   void* condval;
-  if (x_type_index == 70) {
+  if (input_0_type_index == 70) {
     condval = ((void*)((char*)(((TVMFFIAny*)args)[0].v_ptr) + 24));
   } else {
     condval = (((TVMFFIAny*)args)[0].v_ptr);
   }
-  void* x_handle = (void*)condval;
+  void* input_0_handle = (void*)condval;
   int32_t compute_type_index = (((TVMFFIAny*)args)[1].type_index);
   void* condval_1;
   if (compute_type_index == 70) {
@@ -44,21 +44,21 @@ TVM_DLL int32_t __tvm_ffi_passthrough_tir_exp(void* self_handle, void* args, int
     condval_1 = (((TVMFFIAny*)args)[1].v_ptr);
   }
   void* compute_handle = (void*)condval_1;
-  int64_t* passthrough_tir_exp_x_shape = (int64_t*)(((DLTensor*)x_handle)[0].shape);
-  int64_t* passthrough_tir_exp_x_strides = (int64_t*)(((DLTensor*)x_handle)[0].strides);
-  int32_t dev_id = (((DLTensor*)x_handle)[0].device.device_id);
+  int64_t* passthrough_tir_exp_input_0_shape = (int64_t*)(((DLTensor*)input_0_handle)[0].shape);
+  int64_t* passthrough_tir_exp_input_0_strides = (int64_t*)(((DLTensor*)input_0_handle)[0].strides);
+  int32_t dev_id = (((DLTensor*)input_0_handle)[0].device.device_id);
   int64_t* passthrough_tir_exp_compute_shape = (int64_t*)(((DLTensor*)compute_handle)[0].shape);
   int64_t* passthrough_tir_exp_compute_strides = (int64_t*)(((DLTensor*)compute_handle)[0].strides);
-  if (!(passthrough_tir_exp_x_strides == NULL)) {
+  if (!(passthrough_tir_exp_input_0_strides == NULL)) {
   }
   if (!(passthrough_tir_exp_compute_strides == NULL)) {
   }
-  float* x = ((float*)((float*)(((DLTensor*)x_handle)[0].data)));
+  float* input_0 = ((float*)((float*)(((DLTensor*)input_0_handle)[0].data)));
   float* compute = ((float*)((float*)(((DLTensor*)compute_handle)[0].data)));
   for (int32_t i0 = 0; i0 < 2; ++i0) {
     for (int32_t i1 = 0; i1 < 5; ++i1) {
       int32_t cse_v1 = ((i0 * 5) + i1);
-      compute[cse_v1] = expf(x[cse_v1]);
+      compute[cse_v1] = expf(input_0[cse_v1]);
     }
   }
   return 0;
