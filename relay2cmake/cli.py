@@ -78,7 +78,14 @@ def parse_constant_inputs(values: list[str]) -> dict[str, str]:
     return result
 
 
+def _terminate(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C (staging folders are removed)
+
+
 def _run(action) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         action()
     except Relay2CMakeError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from relay2cmake import golden, naming, self_check
@@ -73,7 +73,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     prefix = naming.c_prefix(name)
     targets = parse_targets(list(options.targets))
     # Refuse to clobber before any long step; checked again just before writing.
-    check_output_dir(options.out, options.force)
+    check_output_dir(options.out, options.force, keep=(options.model,))
     tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
     built = {t.label for t in targets} | {w.label for t in targets if (w := t.wide_variant()) is not None}
     untuned = tuning is not None and tuning.target not in built  # the AVX-512 twin counts
@@ -93,29 +93,12 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         lambda: golden.compute(imported, accept_unconfirmed=options.allow_unverified),
     )
     build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
-    package = build.attempt(optimise=True)
-    if not package.check.passed:
-        # Whole-model fallback: the plain path (no optional rewrite, no schedule).
-        failed = package
-        discard_staging(failed.staging)
-        package = build.attempt(optimise=False, label=" (plain path)")
-        if package.check.passed:
-            package.fallbacks = (
-                "whole model: the optimised package failed its golden test "
-                f"({'; '.join(failed.check.failures)[:400]}); built without optimisations",
-                *package.fallbacks,
-            )
-        elif not options.allow_unverified:
-            discard_staging(package.staging)
-            raise ModelError(
-                "The generated package does not reproduce the reference outputs, with or without "
-                f"optimisations: {'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake "
-                "or TVM; please report it. --allow-unverified writes the package anyway."
-            )
-    build.finish(package)
-    timed(
-        "write", f"Writing {options.out}", lambda: commit_package(package.staging, options.out, options.force)
-    )
+    try:
+        package = _build_checked(build, options)
+    finally:
+        # Interrupted (Ctrl-C, SIGTERM via the CLI) or failed: no hidden half-package stays.
+        for staging in build.staged:
+            discard_staging(staging)
     warnings = (
         tuple(f"fallback: {line}" for line in package.fallbacks)
         + tuple(f"golden reference: {note}" for note in reference.notes)
@@ -142,6 +125,33 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     )
 
 
+def _build_checked(build: _Builder, options: GenerateOptions) -> _Package:
+    """The optimised package if it passes its golden test, else the plain path's; committed
+    to ``options.out``."""
+    package = build.attempt(optimise=True)
+    if not package.check.passed:
+        # Whole-model fallback: the plain path (no optional rewrite, no schedule).
+        failed = package
+        package = build.attempt(optimise=False, label=" (plain path)")
+        if package.check.passed:
+            package.fallbacks = (
+                "whole model: the optimised package failed its golden test "
+                f"({'; '.join(failed.check.failures)[:400]}); built without optimisations",
+                *package.fallbacks,
+            )
+        elif not options.allow_unverified:
+            raise ModelError(
+                "The generated package does not reproduce the reference outputs, with or without "
+                f"optimisations: {'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake "
+                "or TVM; please report it. --allow-unverified writes the package anyway."
+            )
+    build.finish(package)
+    build.timed(
+        "write", f"Writing {options.out}", lambda: commit_package(package.staging, options.out, options.force)
+    )
+    return package
+
+
 @dataclass
 class _Package:
     identity: PackageIdentity
@@ -166,6 +176,7 @@ class _Builder:
     targets: tuple[KernelTarget, ...]
     tuning: object
     timed: Callable
+    staged: list[Path] = field(default_factory=list)  # staging folders made so far
 
     def attempt(self, optimise: bool, label: str = "") -> _Package:
         options, targets, timed = self.options, self.targets, self.timed
@@ -198,6 +209,7 @@ class _Builder:
         staging = timed(
             "stage", f"Writing {options.out}", lambda: stage_package(options.out, files, options.force)
         )
+        self.staged.append(staging)
         check = self_check.CheckResult((), (), skipped="--no-self-check")
         if options.self_check:
             arches = tuple(lowered.objects)

@@ -182,10 +182,21 @@ def render_package(
     return files
 
 
-def check_output_dir(out: Path, force: bool) -> None:
-    """Fail before any long step if writing ``out`` would clobber something."""
+def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    """Fail before any long step if writing ``out`` would clobber something. Even with
+    ``force``, never replace a folder that holds the working directory, the user's home or a
+    file in ``keep`` (the model: ``gen m.onnx -o . --force`` would delete it)."""
     if out.exists() and not out.is_dir():
         raise UserError(f"Output path {str(out)!r} exists and is not a directory.")
+    if out.is_dir() and force:
+        target = out.resolve()
+        guarded = [Path.cwd().resolve(), Path.home().resolve(), *(k.resolve() for k in keep)]
+        for path in guarded:
+            if path == target or target in path.parents:
+                raise UserError(
+                    f"--force would delete {str(out)!r}, which holds {str(path)!r}. Choose an output "
+                    "folder of its own (for example a new subfolder)."
+                )
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(
             f"Output folder {str(out)!r} is not empty. Choose another folder, or pass --force to replace it."
@@ -220,6 +231,9 @@ def stage_package(out: Path, files: dict[str, Content], force: bool) -> Path:
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise UserError(f"Cannot write the package to {str(out)!r}: {exc.strerror or exc}.") from None
+    except BaseException:  # interrupted: no hidden half-written folder stays behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return staging
 
 
