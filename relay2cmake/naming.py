@@ -27,8 +27,11 @@ RESERVED = frozenset(
     """.split()
 )
 
-_PACKAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_VERSION = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline ("1.0.0\n").
+_PACKAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_VERSION = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}")
+# Library names the linker already knows: a target "m" would link to itself instead of libm.
+SYSTEM_LIBRARIES = frozenset({"c", "m", "dl", "rt", "pthread", "util", "gcc", "gcc_s", "atomic", "stdc"})
 
 
 def package_name_from_path(stem: str) -> str:
@@ -41,7 +44,7 @@ def package_name_from_path(stem: str) -> str:
 
 
 def check_package_name(name: str) -> str:
-    if not _PACKAGE_NAME.match(name) or len(name) > 64:
+    if not _PACKAGE_NAME.fullmatch(name) or len(name) > 64:
         raise UserError(
             f"--name {name!r} is not a valid package name: use 1-64 letters, digits and "
             "underscores, starting with a letter (for example --name MyModel)."
@@ -50,11 +53,16 @@ def check_package_name(name: str) -> str:
         raise UserError(
             f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a reserved word; choose another."
         )
+    if c_prefix(name) in SYSTEM_LIBRARIES:
+        raise UserError(
+            f"--name {name!r} gives the library name {c_prefix(name)!r}, which is a system library "
+            "(the link would go to the wrong one); choose another."
+        )
     return name
 
 
 def check_version(version: str) -> str:
-    if not _VERSION.match(version):
+    if not _VERSION.fullmatch(version):
         raise UserError(
             f"--version {version!r} is not a version CMake accepts: use numbers separated by dots "
             "(for example 1.0.0)."

@@ -30,6 +30,27 @@ def test_package_names_and_prefix():
 def test_c_string_literal_escapes():
     assert naming.c_string_literal('a"b\\c?') == '"a\\"b\\\\c\\077"'
     assert naming.comment_text("x*/y") == "x* /y"
+    assert naming.comment_text("a/*b\\\n\u202ec") == "a/ *b/??c"
+
+
+def test_names_and_versions_with_a_trailing_newline_or_a_system_library_are_refused():
+    from relay2cmake.errors import UserError
+
+    for bad in ("1.0.0\n", "1.0.0 ", "\n1.0.0"):
+        with pytest.raises(UserError, match="not a version"):
+            naming.check_version(bad)
+    for bad in ("Foo\n", "Foo "):
+        with pytest.raises(UserError, match="not a valid package name"):
+            naming.check_package_name(bad)
+    for library in ("M", "Pthread", "Dl", "RT", "C"):
+        with pytest.raises(UserError, match="system library"):
+            naming.check_package_name(library)
+    assert naming.check_version("1.2.3") == "1.2.3" and naming.check_package_name("MyModel") == "MyModel"
+
+
+def test_markdown_and_file_label_encoders():
+    assert naming.markdown_text("a|b`c<d>\n#e") == "a\\|b\\`c\\<d\\> \\#e"
+    assert naming.file_label('m"; import os\n-->.onnx') == "m___import_os_--_.onnx"
 
 
 def _overlaps(a, b, offsets):
