@@ -551,7 +551,9 @@ def write_report(target: Path = ROOT / "docs" / "models.md") -> None:
         "like old Caffe2-converted zoo files (`-ir3`: initializers also graph inputs). Pass means "
         "gen, build, ctest and every output within rtol 1e-3 / atol 1e-4 of ONNX Runtime "
         "(PyTorch for pt2). Latency: medians of the cli's `--bench` and of ONNX Runtime with as "
-        "many intra-op threads, measured interleaved (for pt2, ORT runs the model's ONNX export).",
+        "many intra-op threads, measured interleaved (for pt2, ORT runs the model's ONNX export). "
+        "Each package was first checked by gen itself (built, golden test run for every kernel "
+        "set this machine runs, against outputs two reference paths agree on).",
         "",
         *report_rows(results),
         "",
@@ -560,6 +562,9 @@ def write_report(target: Path = ROOT / "docs" / "models.md") -> None:
     ]
     failures = [r for r in results if r["status"] != "pass"]
     section += [f"- `{r['entry']}` ({r.get('stage')}): {r.get('error', '')}" for r in failures] or ["None."]
+    section += ["", "### Warnings from gen (fallbacks, reference disagreements)", ""]
+    warned = [(r["entry"], w) for r in results for w in (r.get("gen") or {}).get("warnings", [])]
+    section += [f"- `{entry}`: {w.removeprefix('warning: ')[:300]}" for entry, w in warned] or ["None."]
     section.append(REPORT_END)
     text = target.read_text() if target.exists() else ""
     block = "\n".join(section)
