@@ -40,6 +40,8 @@ def package_name_from_path(stem: str) -> str:
     name = "".join(p[:1].upper() + p[1:] for p in parts)
     if not name or not name[0].isalpha():
         name = "Model" + name
+    if c_prefix(name) in SYSTEM_LIBRARIES or c_prefix(name) in RESERVED:
+        name = name + "Model"  # m.onnx → MModel, not a target "m" that shadows libm
     return name
 
 

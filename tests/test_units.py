@@ -25,6 +25,8 @@ def test_package_names_and_prefix():
     assert naming.package_name_from_path("resnet-50_v2") == "Resnet50V2"
     assert naming.package_name_from_path("3d-unet") == "Model3dUnet"
     assert naming.c_prefix("MyModel") == "mymodel"
+    assert naming.package_name_from_path("m") == "MModel"
+    assert naming.package_name_from_path("int") == "IntModel"
 
 
 def test_c_string_literal_escapes():
