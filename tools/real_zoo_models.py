@@ -478,7 +478,7 @@ ENTRIES: list[Entry] = [
     *_entries("swin_tiny", "onnx17"),
     *_entries("unet", "onnx11", "pt2"),
     *_entries("ssdlite320", "onnx11", "dynamo"),
-    *_entries("distilbert", "onnx13", "pt2"),
+    *_entries("distilbert", "onnx14", "pt2"),  # SDPA exports from opset 14
     *_entries("t5_encoder", "onnx17"),
     *_entries("whisper_encoder", "onnx17", "pt2"),
     *_entries("recommender", "onnx13", "pt2"),
