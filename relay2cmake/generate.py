@@ -128,7 +128,16 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
 def _build_checked(build: _Builder, options: GenerateOptions) -> _Package:
     """The optimised package if it passes its golden test, else the plain path's; committed
     to ``options.out``."""
-    package = build.attempt(optimise=True)
+    try:
+        package = build.attempt(optimise=True)
+    except _PlanFailed as exc:
+        # The optimised lowering left something the driver cannot run: the plain path.
+        package = build.attempt(optimise=False, label=" (plain path)")
+        package.fallbacks = (
+            f"whole model: the optimised lowering could not be planned ({exc}); built without optimisations",
+            *package.fallbacks,
+        )
+        return _commit(build, options, package)
     if not package.check.passed:
         # Whole-model fallback: the plain path (no optional rewrite, no schedule).
         failed = package
@@ -145,11 +154,25 @@ def _build_checked(build: _Builder, options: GenerateOptions) -> _Package:
                 f"optimisations: {'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake "
                 "or TVM; please report it. --allow-unverified writes the package anyway."
             )
+    return _commit(build, options, package)
+
+
+def _commit(build: _Builder, options: GenerateOptions, package: _Package) -> _Package:
+    if not package.check.passed and not options.allow_unverified:
+        raise ModelError(
+            "The generated package does not reproduce the reference outputs: "
+            f"{'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake or TVM; "
+            "please report it. --allow-unverified writes the package anyway."
+        )
     build.finish(package)
     build.timed(
         "write", f"Writing {options.out}", lambda: commit_package(package.staging, options.out, options.force)
     )
     return package
+
+
+class _PlanFailed(Exception):
+    """The optimised lowering cannot be planned (e.g. an operator a rewrite left unlowered)."""
 
 
 @dataclass
@@ -187,11 +210,16 @@ class _Builder:
                 self.imported.module, self.prefix, targets, self.tuning, options.winograd, optimise
             ),
         )
-        plan = timed(
-            "plan",
-            "Planning memory",
-            lambda: build_plan(self.imported, lowered, needs_aligned_inputs(targets)),
-        )
+        try:
+            plan = timed(
+                "plan",
+                "Planning memory",
+                lambda: build_plan(self.imported, lowered, needs_aligned_inputs(targets)),
+            )
+        except ModelError as exc:
+            if optimise:
+                raise _PlanFailed(str(exc)[:300]) from None
+            raise
         identity = PackageIdentity(
             name=self.name,
             prefix=self.prefix,

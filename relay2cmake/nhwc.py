@@ -142,7 +142,12 @@ def convolutions_channels_last(module, winograd_3x3: bool = True):
 
     if not _has_conv2d(module):
         return module
-    module = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(module)
+    # Operators whose legalization knows one layout only are pinned to it, so that layout
+    # conversion puts transposes around them instead of handing them NHWC data they cannot
+    # lower (TVM legalizes conv2d_transpose for NCHW/IOHW only: a U-Net's up-convolutions).
+    module = relax.transform.ConvertLayout(
+        {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
+    )(module)
     module = fold_constant_transposes(module)
     conv2d = tvm.ir.Op.get("relax.nn.conv2d")
 

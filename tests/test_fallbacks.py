@@ -249,3 +249,50 @@ def test_dropout_with_its_mask_keeps_channels_last(tmp_path):
     model = _cnn(tmp_path / "dropout.onnx", opset=9, dropout_mask=True)
     report = _generate(model, tmp_path / "pkg")
     assert not [w for w in report.warnings if w.startswith("fallback:")], report.warnings
+
+
+def test_an_optimised_lowering_that_cannot_be_planned_falls_back_to_the_plain_path(
+    model, tmp_path, monkeypatch
+):
+    from relay2cmake import generate as generate_module
+
+    real, calls = generate_module.build_plan, []
+
+    def build_plan(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ModelError("forced: an operator the driver cannot run")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate_module, "build_plan", build_plan)
+    report = _generate(model, tmp_path / "pkg")
+    assert any(
+        w.startswith("fallback: whole model: the optimised lowering could not be planned")
+        for w in report.warnings
+    )
+    assert json.loads((tmp_path / "pkg" / "metadata.json").read_text())["self_check"].startswith("passed")
+
+
+def test_transposed_convolutions_stay_in_their_layout(tmp_path):
+    """A U-Net's up-convolution: TVM legalizes conv2d_transpose for NCHW only, so channels-last
+    must leave it there (it once handed it NHWC data and the driver refused the result)."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+            helper.make_node("ConvTranspose", ["c", "wt"], ["u"], kernel_shape=[2, 2], strides=[2, 2]),
+            helper.make_node("Relu", ["u"], ["y"]),
+        ],
+        "up",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [
+            numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32), "w"),
+            numpy_helper.from_array((rng.standard_normal((16, 4, 2, 2)) * 0.2).astype(np.float32), "wt"),
+        ],
+    )
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx_model.ir_version = 8
+    onnx.save(onnx_model, str(tmp_path / "up.onnx"))
+    report = _generate(tmp_path / "up.onnx", tmp_path / "pkg")
+    assert not [w for w in report.warnings if w.startswith("fallback:")], report.warnings

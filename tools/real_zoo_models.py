@@ -474,7 +474,7 @@ ENTRIES: list[Entry] = [
     *_entries("regnet_y_400mf", "onnx13"),
     *_entries("convnext_tiny", "onnx17", "dynamo"),
     *_entries("vit_tiny", "onnx17", "dynamo", "pt2"),
-    *_entries("deit_tiny", "onnx13"),
+    *_entries("deit_tiny", "onnx14"),
     *_entries("swin_tiny", "onnx17"),
     *_entries("unet", "onnx11", "pt2"),
     *_entries("ssdlite320", "onnx11", "dynamo"),
