@@ -143,3 +143,43 @@ def test_plan_arena_is_no_larger_than_tvms_plan_plus_extras(plans):
     assert plan.arena_bytes < plan.tvm_storage_bytes + staged_inputs + sum(scratch)
     assert any(scratch), "the CNN's convolutions use kernel scratch"
     assert all(s.scratch_offset % 64 == 0 for s in plan.steps)
+
+
+def test_constant_folding_repeats_until_shapes_settle(monkeypatch):
+    """Swin's window padding: pads computed (with Mod, which shape inference does not
+    propagate) from the shape of a tensor that follows a Reshape whose target is itself
+    computed. One round folds the target; only a second round knows the padded shape."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.frontends import onnx_fold
+
+    def const(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["sx"]),
+        helper.make_node("Mod", ["sx", "big"], ["mx"]),  # = sx, but opaque to data propagation
+        helper.make_node("Reshape", ["x", "mx"], ["r"]),
+        helper.make_node("Shape", ["r"], ["sr"]),
+        helper.make_node("Gather", ["sr", "last"], ["n"], axis=0),
+        helper.make_node("Sub", ["seven", "n"], ["need"]),  # pad the last axis up to 7
+        helper.make_node("Concat", ["zeros5", "need"], ["pads"], axis=0),
+        helper.make_node("Pad", ["r", "pads"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [const("big", [100, 100, 100]), const("last", [2]), const("seven", [7]), const("zeros5", [0] * 5)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    monkeypatch.setattr(onnx_fold, "FOLD_ROUNDS", 1)
+    once = onnx_fold.fold_constants(model)
+    monkeypatch.setattr(onnx_fold, "FOLD_ROUNDS", 8)
+    folded = onnx_fold.fold_constants(model)
+    assert "Pad" in {n.op_type for n in folded.graph.node}
+    pads = next(n for n in folded.graph.node if n.op_type == "Pad").input[1]
+    assert pads in {i.name for i in folded.graph.initializer}, "pads folded to a constant"
+    once_pads = next(n for n in once.graph.node if n.op_type == "Pad").input[1]
+    assert once_pads not in {i.name for i in once.graph.initializer}, "one round is not enough here"

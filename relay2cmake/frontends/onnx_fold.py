@@ -109,8 +109,26 @@ def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
     return np.array(shape[slice(start, end)], dtype=np.int64)
 
 
+# Rounds of folding: each round's constants can give shape inference the static shapes
+# (after a Reshape whose target became constant) that the next round folds further (Swin's
+# window padding is computed from the shape of a tensor that follows a patch merge).
+FOLD_ROUNDS = 8
+
+
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with every foldable node replaced by its value."""
+    """A copy of ``model`` with every foldable node replaced by its value, repeated while a
+    round still folds something."""
+    for _ in range(FOLD_ROUNDS):
+        folded = _fold_once(model)
+        if folded is model:
+            break
+        model = folded
+    return model
+
+
+def _fold_once(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself when nothing folds, else a copy with every foldable node replaced by
+    its value."""
     graph = model.graph
     shapes = _static_shapes(model)
     known: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
