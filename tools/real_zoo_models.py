@@ -326,7 +326,7 @@ def _recommender(rng):
             self.bottom = nn.Sequential(nn.Linear(13, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU())
             self.bags = nn.ModuleList(nn.EmbeddingBag(n, 32, mode="sum") for n in tables)
             self.user = nn.Embedding(1000, 32)
-            self.top = nn.Sequential(nn.Linear(32 + 15, 64), nn.ReLU(), nn.Linear(64, 1))
+            self.top = nn.Sequential(nn.Linear(32 + 10, 64), nn.ReLU(), nn.Linear(64, 1))  # 10 pairs of 5
 
         def forward(self, dense, sparse, user):
             features = [self.bottom(dense)]
