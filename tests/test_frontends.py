@@ -172,3 +172,33 @@ def test_pt2_concat_with_an_empty_cache(tmp_path):
     expected = np.load(tmp_path / "pkg" / "tests" / "golden" / "expected_0.npy")
     given = np.load(tmp_path / "pkg" / "tests" / "golden" / "input_0.npy")
     np.testing.assert_allclose(expected, given * 2.0)
+
+
+class _Bags(torch.nn.Module):
+    """nn.EmbeddingBag over fixed-size bags (2-D ids), and constant triu_indices: two ATen
+    operators TVM's importer lacks (frontends/torch_converters.py)."""
+
+    def __init__(self, mode: str):
+        super().__init__()
+        self.bag = torch.nn.EmbeddingBag(50, 8, mode=mode)
+
+    def forward(self, ids, x):
+        rows, cols = torch.triu_indices(4, 4, offset=1)
+        return self.bag(ids) * 2.0, x[rows] + x[cols]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_pt2_embedding_bag_and_triu_indices(mode, tmp_path):
+    from relay2cmake.generate import GenerateOptions, generate
+
+    torch.manual_seed(2)
+    ids, x = torch.randint(0, 50, (3, 5)), torch.randn(4)
+    program = torch.export.export(_Bags(mode).eval(), (ids, x))
+    torch.export.save(program, str(tmp_path / "bags.pt2"))
+    generate(GenerateOptions(model=tmp_path / "bags.pt2", out=tmp_path / "pkg", name="Bags"))
+    golden = tmp_path / "pkg" / "tests" / "golden"
+    ids_in, x_in = np.load(golden / "input_0.npy"), np.load(golden / "input_1.npy")
+    with torch.no_grad():
+        want = [t.numpy() for t in program.module()(torch.from_numpy(ids_in), torch.from_numpy(x_in))]
+    for index, expected in enumerate(want):
+        np.testing.assert_allclose(np.load(golden / f"expected_{index}.npy"), expected, rtol=1e-5, atol=1e-6)

@@ -17,6 +17,7 @@ import numpy as np
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, file_sha256
 from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
+from relay2cmake.frontends.torch_converters import CONVERTERS
 
 
 def _load(path: Path):
@@ -92,7 +93,12 @@ def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Import
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            module = from_exported_program(program, keep_params_as_input=False, unwrap_unit_return_tuple=True)
+            module = from_exported_program(
+                program,
+                keep_params_as_input=False,
+                unwrap_unit_return_tuple=True,
+                custom_convert_map=CONVERTERS,
+            )
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
         raise ModelError(
