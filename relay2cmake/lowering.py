@@ -283,8 +283,8 @@ def _llvm_ir(
         prims,
         ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True),
         serial,
-        {n: f for n, f in tuned.items() if n not in unscheduled},
-        unscheduled,
+        tuned,
+        unscheduled,  # schedule_module leaves these alone, tuned or not
     )
     library = _build(scheduled, target.tvm_target(), f"{target.label} code")
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
@@ -410,7 +410,8 @@ def lowered_kernels(module, prefix: str, winograd: bool = True, optimise: bool =
                 lowered = _pipeline(retry)
             except Exception:
                 continue
-            fallbacks += more + [
+            # The retry's own declines replace the first attempt's (the same rewrites raise again).
+            fallbacks = more + [
                 f"{name}: declined for the whole model, TVM's pipeline failed after it "
                 f"({_reason(first_failure)})"
                 for name in sorted(extra)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from relay2cmake import build
 from relay2cmake.errors import BuildError
+from relay2cmake.targets import host_runs_wide
 
 HOST_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
     platform.machine().lower()
@@ -48,7 +49,7 @@ def variants(prefix: str, object_arches: tuple[str, ...], has_wide: bool) -> lis
     found = []
     if HOST_ARCH in object_arches:
         found.append(Variant(f"{HOST_ARCH} objects", ()))
-        if has_wide:
+        if has_wide and host_runs_wide():  # elsewhere the first build already runs the v3 set
             found.append(
                 Variant(f"{HOST_ARCH} objects without the AVX-512 twin", (f"-D{upper}_WIDE_KERNELS=OFF",))
             )

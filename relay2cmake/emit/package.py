@@ -251,8 +251,3 @@ def commit_package(staging: Path, out: Path, force: bool) -> None:
 
 def discard_staging(staging: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
-
-
-def write_package(out: Path, files: dict[str, Content], force: bool) -> None:
-    """Write into a fresh sibling folder, then swap it in: a failure leaves ``out`` as it was."""
-    commit_package(stage_package(out, files, force), out, force)
