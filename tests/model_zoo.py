@@ -31,6 +31,15 @@ def _model(graph: onnx.GraphProto, opset: int = OPSET) -> onnx.ModelProto:
     return model
 
 
+def save_model(graph: onnx.GraphProto, path, opset: int = 13):
+    """``graph`` as a model file at ``path`` (IR version 8, not checked: tests build hostile and
+    old-style graphs on purpose); returns ``path``."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
 def _float_info(name: str, shape: list[int | str]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, ctest, run
 
@@ -59,10 +59,7 @@ def _cnn(path: Path, opset: int = 13, dropout_mask: bool = False) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24])],
         initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return save_model(graph, path, opset)
 
 
 def _generate(model: Path, out: Path, **options):
@@ -291,8 +288,6 @@ def test_transposed_convolutions_stay_in_their_layout(tmp_path):
             numpy_helper.from_array((rng.standard_normal((16, 4, 2, 2)) * 0.2).astype(np.float32), "wt"),
         ],
     )
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    onnx_model.ir_version = 8
-    onnx.save(onnx_model, str(tmp_path / "up.onnx"))
+    save_model(graph, tmp_path / "up.onnx")
     report = _generate(tmp_path / "up.onnx", tmp_path / "pkg")
     assert not [w for w in report.warnings if w.startswith("fallback:")], report.warnings

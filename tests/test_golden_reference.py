@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, ctest, run
 
@@ -59,10 +60,7 @@ def _batch_norm_model(path: Path) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])],
         initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return save_model(graph, path, 13)
 
 
 def test_batch_norm_reference_is_right_when_onnx_evaluator_is_wrong(tmp_path):
@@ -126,10 +124,7 @@ def _specials_model(path: Path) -> Path:
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 8]) for n in ("inf", "nan", "finite")],
         [numpy_helper.from_array(np.zeros((2, 8), np.float32), "zeros")],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return save_model(graph, path, 13)
 
 
 def test_golden_test_in_c_treats_specials_exactly(tmp_path):

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 
 from relay2cmake.generate import GenerateOptions, generate
@@ -37,10 +37,7 @@ def _model(path: Path, input_name: str, output_name: str) -> Path:
         [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, [2, 3])],
         [numpy_helper.from_array(np.ones((2, 3), np.float32), "bias\n#error")],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return save_model(graph, path, 13)
 
 
 @pytest.mark.parametrize("payload", C_PAYLOADS, ids=range(len(C_PAYLOADS)))
