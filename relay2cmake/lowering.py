@@ -21,6 +21,7 @@ from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
+from relay2cmake.index_checks import check_indices
 from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
@@ -324,11 +325,13 @@ class Rewrite:
 
 
 def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
-    """In order: control flow to select (the driver has no branches) and float16 Mod widened
-    (TVM's C printer cannot print it) are required; 2-D convolutions channels-last (3x3
+    """In order: data-dependent indices checked at run time (safety), control flow to select
+    (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
+    are required; 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable are optimisations."""
     return [
+        Rewrite("index-checks", check_indices, optional=False),
         Rewrite("if-to-select", if_to_select, optional=False),
         Rewrite("float16-mod", widen_float16_mod, optional=False),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd)),
@@ -357,6 +360,8 @@ def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = froz
             module = rewrite.apply(module)
         except Exception as exc:
             if not rewrite.optional:
+                if isinstance(exc, ModelError):
+                    raise
                 raise ModelError(f"TVM could not lower this model ({rewrite.name}): {_reason(exc)}") from None
             fallbacks.append(f"{rewrite.name}: declined for the whole model, it failed ({_reason(exc)})")
             if rewrite.name == "channels-last" and winograd:

@@ -17,12 +17,15 @@ from relay2cmake import arena
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import ImportedModel
 from relay2cmake.frontends.onnx_bounded import BUILTINS
+from relay2cmake.index_checks import CHECK_INDICES
 from relay2cmake.lowering import LoweredModel
 from relay2cmake.naming import unique_identifiers
 
 # Relax builtins that only check or bookkeep what the driver already guarantees.
 IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm.kill_object"})
 IGNORED_PACKED = frozenset({"vm.builtin.check_tensor_info", "vm.builtin.match_shape", "vm.builtin.shape_of"})
+# Relax extern functions that are package builtins (src/<prefix>_builtins.c).
+BUILTIN_FUNCTIONS = (*BUILTINS, CHECK_INDICES)
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -75,7 +78,7 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Arg:
-    kind: str  # "tensor" (value = buffer index) or "int" (value = the integer)
+    kind: str  # "tensor" (value = buffer index) or "int" (value = the integer; a text: its index)
     value: int
 
 
@@ -97,6 +100,8 @@ class PackagePlan:
     buffers: tuple[Buffer, ...]
     constants: tuple[Constant, ...]
     steps: tuple[Step, ...]
+    # Texts builtins report (an index check's operator); a step passes a text's index.
+    texts: tuple[str, ...]
     arena_bytes: int
     intermediate_bytes: int  # what the arena would be for intermediates alone
     tvm_storage_bytes: int  # what TVM's own static plan allocates (intermediates), for comparison
@@ -122,6 +127,7 @@ class _Builder:
         self.steps: list[dict[str, Any]] = []
         self.tvm_storage_bytes = 0
         self.input_roots: list[int] = []
+        self.texts: list[str] = []
 
     # -- buffers -------------------------------------------------------------------------
     def new_buffer(
@@ -207,7 +213,7 @@ class _Builder:
                 if name in IGNORED_PACKED:
                     self.refs[var] = None
                     return
-                if name in BUILTINS:
+                if name in BUILTIN_FUNCTIONS:
                     # A builtin of the package (src/<prefix>_builtins.c), called like a kernel.
                     symbol = f"{self.lowered.prefix}_builtin_{name.rsplit('.', 1)[1]}"
                     self.call_kernel(name, symbol, value.args, step)
@@ -247,6 +253,10 @@ class _Builder:
         for arg in args:
             if isinstance(arg, tvm.tirx.IntImm):
                 packed.append(Arg("int", int(arg.value)))
+                continue
+            if isinstance(arg, tvm.ir.StringImm):
+                packed.append(Arg("int", len(self.texts)))
+                self.texts.append(str(arg.value))
                 continue
             ref = self.resolve(arg)
             if not isinstance(ref, int):
@@ -347,6 +357,7 @@ class _Builder:
             buffers=tuple(buffers),
             constants=tuple(self.constants),
             steps=steps,
+            texts=tuple(self.texts),
             arena_bytes=total,
             intermediate_bytes=intermediate_bytes,
             tvm_storage_bytes=self.tvm_storage_bytes,

@@ -159,6 +159,7 @@ def build_context(
                 if step.kernel in wide_kernels
                 else step.symbol,
                 "kernel": step.kernel,
+                "name_literal": c_string_literal(step.kernel),
                 "first_arg": len(args),
                 "num_args": len(step.args),
                 "scratch_offset": step.scratch_offset,
@@ -246,6 +247,7 @@ def build_context(
         "args": args,
         "num_args": len(args),
         "steps": steps,
+        "builtin_texts": [c_string_literal(text) for text in plan.texts],
         "kernel_symbols": sorted({s["symbol"] for s in steps}),
         "wide_kernel_symbols": sorted({s["wide_symbol"] for s in steps} - {s["symbol"] for s in steps}),
         "shapes": shapes.table(),

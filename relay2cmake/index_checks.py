@@ -1,0 +1,157 @@
+"""Relax rewrite: every data-dependent index is checked before a kernel uses it.
+
+TVM's gather and scatter kernels address memory with the index values as given (``take``'s
+"fast" mode: "extra indices lead to seg fault"), so an index from the caller's data could read
+or write anywhere. Each indexing operator whose indices are not constant gets its indices
+through the package builtin ``check_indices`` first: it wraps a negative index once (ONNX and
+PyTorch semantics), and stops the run with ``<P>_ERROR_INVALID_INPUT`` and a message naming the
+operator when an index is still outside ``[0, bound)``. The kernel then only ever sees checked,
+non-negative indices, in every kernel set (the builtin is C, shared by all of them).
+
+Constant indices are checked here, at generation time, and wrapped in place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from relay2cmake.errors import ModelError
+from relay2cmake.relax_rewrite import rewrite_functions, static_shape
+
+CHECK_INDICES = "relay2cmake.check_indices"
+
+# Relax operator → the name a user knows it by (ONNX's, which PyTorch's indexing maps to).
+_OPERATORS = {
+    "relax.take": "Gather",
+    "relax.gather_elements": "GatherElements",
+    "relax.gather_nd": "GatherND",
+    "relax.scatter_elements": "ScatterElements",
+    "relax.scatter_nd": "ScatterND",
+    "relax.index_tensor": "Index",
+    "relax.index_put": "IndexPut",
+}
+_INDEX_DTYPES = ("int32", "int64")
+
+
+def _bounds(name: str, call, data_shape: list[int], indices_shape: list[int]) -> list[list[int]] | None:
+    """Per indices argument (in the call's order), the bounds its last axis cycles through
+    (one bound: every index has it). None: this call needs no check."""
+    attrs = call.attrs
+    if name == "relax.take":
+        if str(attrs.mode) != "fast":
+            return None  # "clip" and "wrap" keep indices in range themselves
+        axis = attrs.axis
+        return [[int(np.prod(data_shape))] if axis is None else [data_shape[int(axis)]]]
+    if name in ("relax.gather_elements", "relax.scatter_elements"):
+        return [[data_shape[int(attrs.axis)]]]
+    if name == "relax.gather_nd":
+        batch = int(attrs.batch_dims)
+        return [data_shape[batch : batch + indices_shape[-1]]]
+    if name == "relax.scatter_nd":
+        return [data_shape[: indices_shape[-1]]]
+    return None
+
+
+def _describe(operator: str, data_shape: list[int]) -> str:
+    return f"{operator} on a {'x'.join(str(d) for d in data_shape) or 'scalar'} tensor"
+
+
+def _wrapped_constant(operator: str, values: np.ndarray, bounds: list[int]) -> np.ndarray:
+    period = len(bounds)
+    flat = values.reshape(-1, period) if values.size else values.reshape(0, period)
+    limits = np.asarray(bounds, dtype=np.int64)
+    wrapped = np.where(flat < 0, flat + limits, flat)
+    bad = (wrapped < 0) | (wrapped >= limits)
+    if bad.any():
+        row, column = (int(x[0]) for x in np.nonzero(bad))
+        raise ModelError(
+            f"{operator} has a constant index {int(flat[row, column])} outside "
+            f"[-{bounds[column]}, {bounds[column]}): the model is invalid."
+        )
+    return wrapped.reshape(values.shape).astype(values.dtype)
+
+
+def check_indices(module):
+    import tvm
+    from tvm import relax
+
+    ops = {tvm.ir.Op.get(name): name for name in _OPERATORS}
+    where, less, add = (tvm.ir.Op.get(f"relax.{name}") for name in ("where", "less", "add"))
+
+    @relax.expr_functor.mutator
+    class _CheckIndices(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            name = ops.get(call.op)
+            if name is None:
+                return call
+            operator = _OPERATORS[name]
+            data_shape = static_shape(call.args[0])
+            if name in ("relax.index_tensor", "relax.index_put"):
+                return self._per_axis_indices(call, operator, data_shape)
+            indices = call.args[1]
+            indices_shape = static_shape(indices)
+            if data_shape is None or indices_shape is None:
+                raise ModelError(f"{operator} needs static shapes to check its indices.")
+            bounds = _bounds(name, call, data_shape, indices_shape)
+            if bounds is None or not bounds[0]:
+                return call
+            checked = self._checked(indices, bounds[0], operator, data_shape)
+            return relax.Call(call.op, [call.args[0], checked, *call.args[2:]], call.attrs, call.ty_args)
+
+        def _per_axis_indices(self, call, operator, data_shape):
+            """index_tensor / index_put: the i-th indices tensor indexes axis i."""
+            fields = call.args[1]
+            if isinstance(fields, relax.Var):
+                fields = self.lookup_binding(fields)
+            if not isinstance(fields, relax.Tuple) or data_shape is None:
+                raise ModelError(f"{operator} with indices the checker cannot see is not supported.")
+            checked = [
+                self._checked(field, [data_shape[axis]], operator, data_shape)
+                for axis, field in enumerate(fields.fields)
+            ]
+            return relax.Call(
+                call.op, [call.args[0], relax.Tuple(checked), *call.args[2:]], call.attrs, call.ty_args
+            )
+
+        def _bound(self, expr):
+            return self.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
+
+        def _before_wrapping(self, indices):
+            """The indices before TVM's ONNX importer wrapped them (``where(i < 0, i + n, i)``):
+            the check wraps once itself, and a second wrap would accept [-2n, -n)."""
+            call = self._bound(indices)
+            if not (isinstance(call, relax.Call) and call.op == where):
+                return indices
+            condition, shifted, raw = (self._bound(a) for a in call.args)
+            if not (isinstance(condition, relax.Call) and condition.op == less):
+                return indices
+            if not (isinstance(shifted, relax.Call) and shifted.op == add):
+                return indices
+            original = call.args[2]
+            zero = condition.args[1]
+            if not (
+                condition.args[0].same_as(original)
+                and shifted.args[0].same_as(original)
+                and isinstance(zero, tvm.ir.GenericConst)
+                and not zero.value.numpy().any()
+            ):
+                return indices
+            del raw
+            return original
+
+        def _checked(self, indices, bounds: list[int], operator: str, data_shape: list[int]):
+            indices = self._before_wrapping(indices)
+            dtype = str(getattr(indices.ty, "dtype", ""))
+            if dtype not in _INDEX_DTYPES:
+                return indices  # boolean masks and the like: no addresses from values
+            if isinstance(indices, tvm.ir.GenericConst):
+                wrapped = _wrapped_constant(operator, indices.value.numpy(), bounds)
+                return relax.const(wrapped, dtype)
+            args = [indices, tvm.ir.StringImm(_describe(operator, data_shape))]
+            args += [relax.prim_value(int(b)) for b in bounds]
+            return self.builder_.emit(
+                relax.call_dps_packed(CHECK_INDICES, relax.Tuple(args), out_ty=indices.ty)
+            )
+
+    return rewrite_functions(module, _CheckIndices(module))

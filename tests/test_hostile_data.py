@@ -1,0 +1,168 @@
+"""Hostile data: indices from the caller never reach memory unchecked.
+
+One model holds every ONNX indexing operator with its indices as a model input. Its package
+is built with AddressSanitizer + UndefinedBehaviorSanitizer, once with the scheduled object
+kernels and once with the portable C kernels, and run with indices just past each end, far
+past them, and at the int64 extremes: every run must stop with the invalid-input status and a
+message naming the operator, write no output, and leave the sanitizers silent. In-range
+negative indices must wrap once, as ONNX Runtime does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from model_zoo import save_model
+from onnx import TensorProto, helper
+from packaging_helpers import configure_build, run
+
+from relay2cmake.errors import ModelError
+from relay2cmake.generate import GenerateOptions, generate
+
+SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# input name → (shape, the operator that reads it, the bound of each coordinate)
+INDICES = {
+    "g_idx": ((3,), "Gather", (5,)),
+    "ge_idx": ((5, 2), "GatherElements", (4,)),
+    "gnd_idx": ((2, 2), "GatherND", (5, 4)),
+    "snd_idx": ((2, 1), "ScatterND", (5,)),
+    "se_idx": ((5, 2), "ScatterElements", (4,)),
+}
+
+
+def _indexing_model(path):
+    def floats(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    def longs(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+    nodes = [
+        helper.make_node("Gather", ["data", "g_idx"], ["gather"], axis=0),
+        helper.make_node("GatherElements", ["data", "ge_idx"], ["gather_elements"], axis=1),
+        helper.make_node("GatherND", ["data", "gnd_idx"], ["gather_nd"]),
+        helper.make_node("ScatterND", ["data", "snd_idx", "snd_upd"], ["scatter_nd"]),
+        helper.make_node("ScatterElements", ["data", "se_idx", "se_upd"], ["scatter_elements"], axis=1),
+    ]
+    inputs = [floats("data", [5, 4])]
+    for name, (shape, _, _) in INDICES.items():
+        inputs.append(longs(name, list(shape)))
+        if name == "snd_idx":
+            inputs.append(floats("snd_upd", [2, 4]))
+        if name == "se_idx":
+            inputs.append(floats("se_upd", [5, 2]))
+    outputs = [
+        floats("gather", [3, 4]),
+        floats("gather_elements", [5, 2]),
+        floats("gather_nd", [2]),
+        floats("scatter_nd", [5, 4]),
+        floats("scatter_elements", [5, 4]),
+    ]
+    return save_model(helper.make_graph(nodes, "indexing", inputs, outputs), path, 16)
+
+
+def _valid_inputs() -> dict[str, np.ndarray]:
+    """In range, with negative indices (they wrap once) and distinct scatter targets."""
+    rng = np.random.default_rng(0)
+    return {
+        "data": rng.standard_normal((5, 4)).astype(np.float32),
+        "g_idx": np.array([0, -1, 4]),
+        "ge_idx": np.array([[0, -1], [1, 2], [-4, 3], [0, 0], [3, -2]]),
+        "gnd_idx": np.array([[0, 1], [4, -4]]),
+        "snd_idx": np.array([[1], [-2]]),
+        "snd_upd": np.ones((2, 4), np.float32),
+        "se_idx": np.array([[0, 3]] * 5),
+        "se_upd": np.full((5, 2), 2.0, np.float32),
+    }
+
+
+BAD_VALUES = [5, 4, -5, -6, 1000, -(2**31), INT64_MAX, INT64_MIN]
+
+
+def _bad_cases():
+    cases = []
+    for name, (_, operator, bounds) in INDICES.items():
+        for coordinate, bound in enumerate(bounds):
+            for value in sorted({bound, -bound - 1, 2 * bound, *BAD_VALUES[4:]}):
+                cases.append((name, coordinate, value, operator))
+    return cases
+
+
+BAD_CASES = _bad_cases()
+
+
+@pytest.fixture(scope="module")
+def indexing_builds(tmp_path_factory):
+    work = tmp_path_factory.mktemp("indexing")
+    model = _indexing_model(work / "indexing.onnx")
+    generate(GenerateOptions(model=model, out=work / "pkg", name="Indexing", self_check=False))
+    builds = {}
+    for kernels in ("objects", "c"):
+        build = work / f"build_{kernels}"
+        configure_build(
+            work / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE} -Wall -Wextra -Werror",
+            f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}", "-DCMAKE_BUILD_TYPE=Debug",
+            f"-DINDEXING_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
+        )  # fmt: skip
+        builds[kernels] = build / "indexing_cli"
+    return model, builds
+
+
+def _run_cli(cli, inputs: dict[str, np.ndarray], folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for position, (name, array) in enumerate(inputs.items()):
+        files.append(folder / f"{position}_{name}.npy")
+        np.save(files[-1], array)
+    out = folder / "out"
+    result = run([cli, "--output-dir", out, *files], check=False)
+    return result, out
+
+
+@pytest.mark.parametrize("kernels", ["objects", "c"])
+def test_indices_in_range_wrap_once_as_onnxruntime(indexing_builds, kernels, tmp_path):
+    import onnxruntime
+
+    model, builds = indexing_builds
+    inputs = _valid_inputs()
+    result, out = _run_cli(builds[kernels], inputs, tmp_path)
+    assert result.returncode == 0, result.stderr
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    expected = session.run(None, inputs)
+    for index, want in enumerate(expected):
+        got = np.load(out / f"output_{index}.npy")
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernels", ["objects", "c"])
+def test_out_of_range_indices_stop_the_run_cleanly(indexing_builds, kernels, tmp_path):
+    """Every bad index of every indexing operator, under ASan + UBSan."""
+    _, builds = indexing_builds
+    for case, (name, coordinate, value, operator) in enumerate(BAD_CASES):
+        inputs = _valid_inputs()
+        width = len(INDICES[name][2])
+        flat = inputs[name].reshape(-1, width)
+        flat[-1, coordinate] = value
+        result, out = _run_cli(builds[kernels], inputs, tmp_path / str(case))
+        what = f"{name}[..., {coordinate}] = {value}"
+        assert result.returncode != 0, what
+        sanitizer_report = "Sanitizer" in result.stderr or "runtime error" in result.stderr
+        assert not sanitizer_report, (what, result.stderr)
+        assert f"{operator} on a 5x4 tensor: index {value} is outside" in result.stderr, (what, result.stderr)
+        assert not out.exists() or not any(out.iterdir()), f"{what}: outputs written"
+
+
+def test_constant_indices_out_of_range_are_refused_at_generation(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["data", "idx"], ["y"], axis=1)],
+        "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])],
+        [helper.make_tensor("idx", TensorProto.INT64, [1], [-4])],
+    )
+    model = save_model(graph, tmp_path / "m.onnx", 13)
+    with pytest.raises(ModelError, match=r"Gather has a constant index -4 outside \[-3, 3\)"):
+        generate(GenerateOptions(model=model, out=tmp_path / "pkg", self_check=False, allow_unverified=True))
+    assert not (tmp_path / "pkg").exists()
