@@ -76,7 +76,9 @@ def check_indices(module):
     from tvm import relax
 
     ops = {tvm.ir.Op.get(name): name for name in _OPERATORS}
-    where, less, add = (tvm.ir.Op.get(f"relax.{name}") for name in ("where", "less", "add"))
+    where, less, add, astype, reshape = (
+        tvm.ir.Op.get(f"relax.{n}") for n in ("where", "less", "add", "astype", "reshape")
+    )
 
     @relax.expr_functor.mutator
     class _CheckIndices(relax.PyExprMutator):
@@ -140,8 +142,32 @@ def check_indices(module):
             del raw
             return original
 
+        def _before_narrowing(self, indices):
+            """The int64 tensor ``indices`` was narrowed (and perhaps reshaped) from, or None."""
+            expr = indices
+            while True:
+                call = self._bound(expr)
+                if isinstance(call, relax.Call) and call.op == reshape:
+                    expr = call.args[0]
+                    continue
+                if (
+                    isinstance(call, relax.Call)
+                    and call.op == astype
+                    and str(call.args[0].ty.dtype) == "int64"
+                    and str(call.attrs.dtype) == "int32"
+                ):
+                    return call.args[0]
+                return None
+
         def _checked(self, indices, bounds: list[int], operator: str, data_shape: list[int]):
             indices = self._before_wrapping(indices)
+            wide = self._before_narrowing(indices)
+            if wide is not None:
+                # PyTorch's embedding narrows int64 indices to int32 first: 2**32 + 1 would
+                # pass as 1. Check the int64 values, then narrow and reshape as before.
+                checked = self._checked(wide, bounds, operator, data_shape)
+                narrowed = self.builder_.emit(relax.op.astype(checked, "int32"))
+                return self.builder_.emit(relax.op.reshape(narrowed, indices.ty.shape))
             dtype = str(getattr(indices.ty, "dtype", ""))
             if dtype not in _INDEX_DTYPES:
                 return indices  # boolean masks and the like: no addresses from values

@@ -166,3 +166,50 @@ def test_constant_indices_out_of_range_are_refused_at_generation(tmp_path):
     with pytest.raises(ModelError, match=r"Gather has a constant index -4 outside \[-3, 3\)"):
         generate(GenerateOptions(model=model, out=tmp_path / "pkg", self_check=False, allow_unverified=True))
     assert not (tmp_path / "pkg").exists()
+
+
+def test_pytorch_indexing_is_checked(tmp_path):
+    """Embedding, advanced indexing, index_select, gather and index_put from a ``.pt2``.
+    The embedding narrows its int64 ids to int32 first: the check sees the int64 values."""
+    import torch
+
+    class Indexing(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(10, 4)
+
+        def forward(self, ids, x, idx):
+            y = x.clone()
+            y[idx, 0] = 1.0
+            return self.embedding(ids), x[idx], torch.index_select(x, 1, idx), torch.gather(x, 1, ids % 3), y
+
+    example = (torch.tensor([[1, 2, 3]]), torch.randn(6, 5), torch.tensor([0, -1, 2]))
+    program = tmp_path / "indexing.pt2"
+    torch.export.save(torch.export.export(Indexing(), example), program)
+    generate(GenerateOptions(model=program, out=tmp_path / "pkg", name="TorchIndexing", self_check=False))
+    build = tmp_path / "build"
+    configure_build(
+        tmp_path / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}",
+        "-DCMAKE_BUILD_TYPE=Debug",
+    )  # fmt: skip
+    cli = build / "torchindexing_cli"
+    good = {"ids": np.array([[1, 2, 3]]), "x": example[1].numpy(), "idx": np.array([0, -1, 2])}
+    result, _ = _run_cli(cli, good, tmp_path / "good")
+    assert result.returncode == 0, result.stderr
+    bad_cases = [
+        ("ids", 2**32 + 1, "Gather on a 10x4 tensor"),
+        ("ids", -11, "Gather on a 10x4 tensor"),
+        ("idx", 6, "on a 6"),  # IndexPut (6) or Gather (6x5), whichever runs first
+        ("idx", -7, "on a 6"),
+    ]
+    for case, (name, value, message) in enumerate(bad_cases):
+        inputs = {k: v.copy() for k, v in good.items()}
+        inputs[name].reshape(-1)[0] = value
+        result, out = _run_cli(cli, inputs, tmp_path / str(case))
+        assert result.returncode != 0 and f"index {value} is outside" in result.stderr, (
+            name,
+            value,
+            result.stderr,
+        )
+        assert message in result.stderr and "Sanitizer" not in result.stderr
+        assert not out.exists() or not any(out.iterdir())
