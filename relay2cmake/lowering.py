@@ -23,6 +23,7 @@ from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.index_checks import check_indices
 from relay2cmake.nhwc import convolutions_channels_last
+from relay2cmake.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
 from relay2cmake.targets import KernelTarget
@@ -129,7 +130,8 @@ def _build(prims, target, what: str):
     # The driver validates every buffer it passes, so per-call argument checks are dead weight.
     with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True}):
         try:
-            return tvm.tirx.build(prims, target=target)
+            # After scheduling (schedules match TIR's own max/min reducers), before code.
+            return tvm.tirx.build(nan_propagating(prims), target=target)
         except Exception as exc:
             message = " ".join(str(exc).split())[:800]
             raise ModelError(
@@ -325,13 +327,15 @@ class Rewrite:
 
 
 def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
-    """In order: data-dependent indices checked at run time (safety), control flow to select
+    """In order: data-dependent indices checked at run time (safety), NaN-keeping Sign and
+    float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable are optimisations."""
     return [
         Rewrite("index-checks", check_indices, optional=False),
+        Rewrite("onnx-numerics", onnx_numerics, optional=False),
         Rewrite("if-to-select", if_to_select, optional=False),
         Rewrite("float16-mod", widen_float16_mod, optional=False),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd)),
@@ -429,6 +433,7 @@ def lowered_kernels(module, prefix: str, winograd: bool = True, optimise: bool =
     prims = tvm.IRModule(
         {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
     )
+    prims = infinite_reduction_identities(prims)
     _check_printable_names(prims)
     return main, prims, tuple(fallbacks)
 

@@ -1,0 +1,138 @@
+"""Numerics as ONNX Runtime computes them, where TVM's kernels differ.
+
+- **NaN propagates** through max and min (Relu, Max, Min, Clip, ReduceMax, the clamps inside
+  TVM's erf and hard-sigmoid...). TIR's ``max(a, b)`` is ``a > b ? a : b`` in both code
+  generators, which turns a NaN ``a`` into ``b``: Relu(NaN) was 0. Every float max/min
+  becomes ``isnan(a) || a > b ? a : b`` (NaN in either operand wins), at the last moment
+  before code generation so that schedules still see TIR's own reducers. (``a != a`` would
+  not do: TVM's simplifier folds it to false.)
+- **Max and min reductions start at -inf and +inf**, not at the largest finite float: the
+  maximum of an empty axis, or of a row of -inf, is -inf (ONNX since opset 18).
+- **Reductions over an empty axis give their identity** (-inf for max, +inf for min, 0 for
+  sum, 1 for product; NaN for mean, as PyTorch, NumPy and ONNX's reference compute it;
+  ONNX Runtime gives 0): TIR runs a reduction's init inside its first iteration, so with
+  none the output was never written.
+- **Sign(NaN) is NaN** (TVM's sign compares against 0 and gives 0).
+- **Long float32 sums accumulate in float64** (Sum, Mean): the naive float32 loop stops at
+  2**24 (2e7 ones summed to 16777216) and drifts on long means.
+"""
+
+from __future__ import annotations
+
+import math
+
+from relay2cmake.relax_rewrite import rewrite_functions, static_shape
+
+# Reductions over at least this many elements per output accumulate in float64. Below it a
+# float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.
+WIDE_ACCUMULATION_ELEMENTS = 4096
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _is_float(expr) -> bool:
+    return str(expr.ty).startswith(("float", "bfloat"))
+
+
+def nan_propagating(prims):
+    """``prims`` (a module of PrimFuncs) with every float max/min propagating NaN."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def fix_max(expr):
+        if not _is_float(expr):
+            return expr
+        return tirx.Select(tirx.Or(tirx.isnan(expr.a), tirx.GT(expr.a, expr.b)), expr.a, expr.b)
+
+    def fix_min(expr):
+        if not _is_float(expr):
+            return expr
+        return tirx.Select(tirx.Or(tirx.isnan(expr.a), tirx.LT(expr.a, expr.b)), expr.a, expr.b)
+
+    return tvm_ffi.structural_map(prims, [(tirx.Max, fix_max), (tirx.Min, fix_min)])
+
+
+def infinite_reduction_identities(prims):
+    """``prims`` with float max/min reduction blocks initialised to -inf/+inf instead of
+    -FLT_MAX/+FLT_MAX (TVM's identities). Only a block whose update is ``acc = max(acc, v)``
+    (or min) of the buffer its init writes is changed."""
+    import tvm
+    import tvm_ffi
+    from tvm import s_tir, tirx
+
+    def fix_block(block):
+        init, body = block.init, block.body
+        if not (isinstance(init, tirx.BufferStore) and isinstance(body, tirx.BufferStore)):
+            return block
+        if not (isinstance(init.value, tirx.FloatImm) and init.buffer.same_as(body.buffer)):
+            return block
+        update = body.value
+        if isinstance(update, tirx.Max) and init.value.value == -_FLOAT32_MAX:
+            identity = -math.inf
+        elif isinstance(update, tirx.Min) and init.value.value == _FLOAT32_MAX:
+            identity = math.inf
+        else:
+            return block
+        accumulator = update.a
+        if not (isinstance(accumulator, tvm.ir.TensorLoad) and accumulator.source.same_as(body.buffer)):
+            return block
+        new_init = tirx.BufferStore(init.buffer, tirx.const(identity, str(init.value.ty)), init.indices)
+        return s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, body, new_init,
+            block.alloc_buffers, block.match_buffers, block.annotations,
+        )  # fmt: skip
+
+    return tvm_ffi.structural_map(prims, [(s_tir.SBlock, fix_block)])
+
+
+def onnx_numerics(module):
+    """Relax rewrite: Sign keeps NaN; long float32 Sum and Mean accumulate in float64."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    sign = tvm.ir.Op.get("relax.sign")
+    sums = (tvm.ir.Op.get("relax.sum"), tvm.ir.Op.get("relax.mean"))
+    empty_identities = {
+        tvm.ir.Op.get(f"relax.{name}"): name for name in ("sum", "mean", "max", "min", "prod")
+    }
+
+    def identity(name: str, dtype: str):
+        if name in ("sum", "prod"):
+            return 0 if name == "sum" else 1
+        if dtype.startswith(("float", "bfloat")):
+            return {"max": -math.inf, "min": math.inf, "mean": math.nan}[name]
+        info = np.iinfo(np.dtype(dtype)) if dtype != "bool" else None
+        if name == "mean" or info is None:
+            return 0
+        return info.min if name == "max" else info.max
+
+    @relax.expr_functor.mutator
+    class _Numerics(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            dtype = str(getattr(call.ty, "dtype", ""))
+            if call.op == sign and dtype.startswith("float"):
+                x = call.args[0]
+                return relax.op.where(relax.op.isnan(x), x, call)
+            if call.op not in empty_identities:
+                return call
+            shape, out_shape = static_shape(call.args[0]), static_shape(call)
+            if shape is None or out_shape is None:
+                return call
+            if math.prod(shape) == 0 and math.prod(out_shape) > 0:  # an empty axis reduced
+                value = identity(empty_identities[call.op], dtype)
+                return relax.op.broadcast_to(relax.const(value, dtype), out_shape)
+            reduced = math.prod(shape) // max(1, math.prod(out_shape))
+            if call.op in sums and dtype == "float32" and reduced >= WIDE_ACCUMULATION_ELEMENTS:
+                # A mean becomes sum / n: TVM fuses the widening cast into a sum, not a mean.
+                axis = call.attrs.axis
+                wide = self.builder_.emit(relax.op.astype(call.args[0], "float64"))
+                total = self.builder_.emit(
+                    relax.op.sum(wide, None if axis is None else list(axis), bool(call.attrs.keepdims))
+                )
+                if call.op == sums[1]:
+                    total = self.builder_.emit(relax.op.divide(total, relax.const(float(reduced), "float64")))
+                return relax.op.astype(total, "float32")
+            return call
+
+    return rewrite_functions(module, _Numerics(module))

@@ -1,0 +1,196 @@
+"""Special values: NaN, infinities, -0, denormals, empty axes and long reductions give the
+numbers ONNX Runtime gives, in both kernel sets.
+
+Where ONNX Runtime itself differs from ONNX's reference evaluator, NumPy and PyTorch, the
+package follows those three and the test says so: ReduceMax/ReduceMin over a row holding a
+NaN (ONNX Runtime skips the NaN), and long float32 sums (ONNX Runtime accumulates in float32;
+the package in float64, checked against NumPy in float64).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from model_zoo import save_model
+from onnx import TensorProto, helper
+from packaging_helpers import configure_build, run
+
+from relay2cmake.generate import GenerateOptions, generate
+
+UNARY = [
+    "Relu", "Erf", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Abs", "Neg", "Floor", "Ceil", "Round",
+    "Sign", "Reciprocal", "Elu", "Selu", "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Sin",
+    "Cos", "Softsign", "Mish",
+]  # fmt: skip
+REDUCTIONS = [
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceSum",
+    "ReduceProd",
+    "ReduceMean",
+    "ReduceL2",
+    "ReduceSumSquare",
+]
+LONG_ONES = 17_000_000  # past 2**24, where a float32 running sum of ones stops growing
+LONG_UNIFORM = 1 << 22
+
+X = np.array(
+    [
+        np.nan,
+        np.inf,
+        -np.inf,
+        -0.0,
+        0.0,
+        1e-40,
+        -1e-40,
+        1.0,
+        -1.0,
+        3e38,
+        -3e38,
+        0.5,
+        np.nan,
+        2.0,
+        -np.nan,
+        100.0,
+    ],
+    np.float32,
+)
+Y = np.array(
+    [1.0, np.nan, 2.0, 0.0, -0.0, np.inf, 1.0, np.nan, 0.0, 2.0, 0.5, np.nan, -np.inf, np.inf, 3.0, 1.0],
+    np.float32,
+)
+ROWS = np.array(
+    [[-np.inf] * 3, [np.inf] * 3, [1, np.nan, 2], [-0.0, 0.0, -0.0], [1e-40, -1e-40, 5e-41]], np.float32
+)
+
+
+def _model(path):
+    nodes = [helper.make_node(op, ["x"], [op]) for op in UNARY]
+    outputs = [(op, [16]) for op in UNARY]
+    nodes += [
+        helper.make_node("Max", ["x", "zero"], ["MaxZero"]),
+        helper.make_node("Min", ["x", "zero"], ["MinZero"]),
+        helper.make_node("Max", ["x", "y"], ["Max"]),
+        helper.make_node("Min", ["x", "y"], ["Min"]),
+        helper.make_node("Clip", ["x", "lo", "hi"], ["Clip"]),
+        helper.make_node("Div", ["x", "y"], ["Div"]),
+        helper.make_node("Pow", ["x", "y"], ["Pow"]),
+        helper.make_node("Gelu", ["x"], ["Gelu"]),
+        helper.make_node("Gelu", ["x"], ["GeluTanh"], approximate="tanh"),
+        helper.make_node("Reshape", ["x", "square"], ["x2"]),
+        helper.make_node("Softmax", ["x2"], ["Softmax"]),
+        helper.make_node("LogSoftmax", ["x2"], ["LogSoftmax"]),
+    ]
+    outputs += [
+        (n, [16]) for n in ("MaxZero", "MinZero", "Max", "Min", "Clip", "Div", "Pow", "Gelu", "GeluTanh")
+    ]
+    outputs += [("Softmax", [4, 4]), ("LogSoftmax", [4, 4])]
+    for op in REDUCTIONS:
+        nodes.append(helper.make_node(op, ["rows", "axis1"], [f"{op}Rows"], keepdims=0))
+        outputs.append((f"{op}Rows", [5]))
+        if op != "ReduceMean":  # mean of nothing: ONNX Runtime 0, the reference and PyTorch NaN
+            nodes.append(helper.make_node(op, ["empty", "axis1"], [f"{op}Empty"], keepdims=0))
+            outputs.append((f"{op}Empty", [3]))
+    nodes += [
+        helper.make_node("Expand", ["one", "long"], ["ones"]),
+        helper.make_node("ReduceSum", ["ones"], ["SumOnes"], keepdims=0),
+        helper.make_node("ReduceMean", ["uniform"], ["MeanUniform"], keepdims=0),
+        helper.make_node("ReduceSum", ["uniform"], ["SumUniform"], keepdims=0),
+    ]
+    outputs += [("SumOnes", []), ("MeanUniform", []), ("SumUniform", [])]
+
+    def floats(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    initializers = [
+        helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+        helper.make_tensor("lo", TensorProto.FLOAT, [], [-1.0]),
+        helper.make_tensor("hi", TensorProto.FLOAT, [], [1.0]),
+        helper.make_tensor("square", TensorProto.INT64, [2], [4, 4]),
+        helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("long", TensorProto.INT64, [1], [LONG_ONES]),
+    ]
+    inputs = [
+        floats("x", [16]), floats("y", [16]), floats("rows", [5, 3]), floats("empty", [3, 0]),
+        floats("one", [1]), floats("uniform", [LONG_UNIFORM]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "special", inputs, [floats(name, shape) for name, shape in outputs], initializers
+    )
+    return save_model(graph, path, 20)
+
+
+def _inputs() -> dict[str, np.ndarray]:
+    return {
+        "x": X,
+        "y": Y,
+        "rows": ROWS,
+        "empty": np.zeros((3, 0), np.float32),
+        "one": np.ones(1, np.float32),
+        "uniform": np.random.default_rng(0).random(LONG_UNIFORM, dtype=np.float32),
+    }
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elementwise: NaN only where NaN, infinities equal, finite values within 1e-5."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    nan_match = np.isnan(got) == np.isnan(want)
+    finite = np.isfinite(got) & np.isfinite(want)
+    close = np.isclose(got, want, rtol=1e-5, atol=1e-6)
+    return nan_match & np.where(np.isnan(got) | np.isnan(want), True, np.where(finite, close, got == want))
+
+
+@pytest.fixture(scope="module")
+def special(tmp_path_factory):
+    import onnxruntime
+
+    work = tmp_path_factory.mktemp("special")
+    model = _model(work / "special.onnx")
+    # Long sums: ONNX Runtime and the reference disagree with each other, so no golden pair.
+    generate(
+        GenerateOptions(
+            model=model, out=work / "pkg", name="Special", self_check=False, allow_unverified=True
+        )
+    )
+    inputs = _inputs()
+    files = []
+    for position, (name, array) in enumerate(inputs.items()):
+        files.append(work / f"{position}_{name}.npy")
+        np.save(files[-1], array)
+    names = [o["name"] for o in json.loads((work / "pkg" / "metadata.json").read_text())["outputs"]]
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    expected = dict(zip(names, session.run(names, inputs), strict=True))
+    return work, files, names, expected
+
+
+@pytest.mark.parametrize("kernels", ["objects", "c"])
+def test_special_values_match_onnxruntime(special, kernels):
+    work, files, names, onnxruntime_outputs = special
+    expected = {name: value.copy() for name, value in onnxruntime_outputs.items()}
+    build = work / f"build_{kernels}"
+    configure_build(work / "pkg", build, f"-DSPECIAL_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}")
+    out = work / f"out_{kernels}"
+    run([build / "special_cli", "--output-dir", out, *files])
+    got = {name: np.load(out / f"output_{i}.npy") for i, name in enumerate(names)}
+
+    # Where the package follows NumPy / PyTorch / ONNX's reference instead of ONNX Runtime.
+    for op in ("ReduceMax", "ReduceMin"):
+        assert np.isnan(got[f"{op}Rows"][2]), f"{op} over [1, NaN, 2] must be NaN (ONNX Runtime: not NaN)"
+        expected[f"{op}Rows"][2] = np.nan
+    uniform = np.random.default_rng(0).random(LONG_UNIFORM, dtype=np.float32).astype(np.float64)
+    assert got["SumOnes"] == LONG_ONES
+    assert abs(got["MeanUniform"] / uniform.mean() - 1) < 2e-7
+    assert abs(got["SumUniform"] / uniform.sum() - 1) < 2e-7
+    for name in ("SumOnes", "MeanUniform", "SumUniform"):
+        del expected[name]
+
+    wrong = []
+    for name, want in expected.items():
+        match = _same(got[name].reshape(-1), want.reshape(-1))
+        if not match.all():
+            bad = np.nonzero(~match)[0]
+            wrong.append(f"{name} at {bad.tolist()}: {got[name].reshape(-1)[bad]} != {want.reshape(-1)[bad]}")
+    assert not wrong, "\n".join(wrong)
+    assert np.all(got["ReduceMaxEmpty"] == -np.inf) and np.all(got["ReduceMinEmpty"] == np.inf)
