@@ -280,3 +280,59 @@ int32_t awkwardnames_builtin_unique(void* self, void* args, int32_t num_args, vo
   extent[0] = k;
   return 0;
 }
+
+/* Decimal text of value into text (room for 21 bytes); returns text. No stdio (bare metal). */
+static const char* awkwardnames_decimal(int64_t value, char* text) {
+  char digits[21];
+  int n = 0, used = 0;
+  uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+  do {
+    digits[n++] = (char)('0' + (int)(magnitude % 10u));
+    magnitude /= 10u;
+  } while (magnitude != 0u);
+  if (value < 0) text[used++] = '-';
+  while (n > 0) text[used++] = digits[--n];
+  text[used] = '\0';
+  return text;
+}
+
+/* check_indices(indices, site, bound_0 .. bound_{k-1}) -> checked: indices wrapped once as
+ * ONNX and PyTorch do (a negative index counts from the end); an index still outside
+ * [0, bound) stops the run before any kernel reads or writes through it. The last axis of
+ * indices cycles through the k bounds (k = 1: every index has the same bound). */
+int32_t awkwardnames_builtin_check_indices(void* self, void* args, int32_t num_args, void* result) {
+  const TVMFFIAny* any = (const TVMFFIAny*)args;
+  const DLTensor* indices = awkwardnames_arg_tensor(args, 0);
+  const char* site = awkwardnames_builtin_texts[any[1].v_int64];
+  int32_t period = num_args - 3;
+  DLTensor* checked = awkwardnames_arg_tensor(args, num_args - 1);
+  int64_t total = awkwardnames_num_elements(indices), i;
+  int wide = indices->dtype.bits == 64;
+  (void)self;
+  (void)result;
+  for (i = 0; i < total; ++i) {
+    int64_t bound = any[2 + i % period].v_int64;
+    int64_t value = wide ? ((const int64_t*)indices->data)[i] : (int64_t)((const int32_t*)indices->data)[i];
+    int64_t wrapped = value < 0 ? value + bound : value;
+    if (wrapped < 0 || wrapped >= bound) {
+      char value_text[22], bound_text[22], minus_text[22];
+      const char* parts[8];
+      parts[0] = "index ";
+      parts[1] = awkwardnames_decimal(value, value_text);
+      parts[2] = " is outside [";
+      parts[3] = awkwardnames_decimal(-bound, minus_text);
+      parts[4] = ", ";
+      parts[5] = awkwardnames_decimal(bound, bound_text);
+      parts[6] = ")";
+      parts[7] = period > 1 ? " (one coordinate of an index tuple)" : NULL;
+      awkwardnames_backend_set_error(site, parts, 8);
+      return AWKWARDNAMES_BUILTIN_INVALID_INPUT;
+    }
+    if (wide) {
+      ((int64_t*)checked->data)[i] = wrapped;
+    } else {
+      ((int32_t*)checked->data)[i] = (int32_t)wrapped;
+    }
+  }
+  return 0;
+}

@@ -90,6 +90,11 @@ typedef struct awkwardnames_step_desc {
 extern const awkwardnames_buffer_desc awkwardnames_buffer_table[];
 extern const awkwardnames_arg_desc awkwardnames_arg_table[];
 extern const awkwardnames_step_desc awkwardnames_step_table[];
+/* Texts builtins report, by the index a step passes (an index check: "Gather on a 10x4 tensor"). */
+extern const char* const awkwardnames_builtin_texts[];
+/* A builtin's return code for input data it refuses (an index out of range): the run stops
+ * with AWKWARDNAMES_ERROR_INVALID_INPUT and the builtin's message. */
+#define AWKWARDNAMES_BUILTIN_INVALID_INPUT 2
 #ifdef AWKWARDNAMES_WIDE_KERNELS_LINKED
 extern const awkwardnames_kernel_fn awkwardnames_wide_step_kernels[];
 #endif

@@ -89,3 +89,7 @@ const awkwardnames_step_desc awkwardnames_step_table[] = {
   { __tvm_ffi_awkwardnames_multiply, "multiply", 6u, 3u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
+
+const char* const awkwardnames_builtin_texts[] = {
+  NULL
+};

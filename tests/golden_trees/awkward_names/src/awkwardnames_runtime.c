@@ -288,6 +288,7 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
     case AWKWARDNAMES_ERROR_WORKSPACE_MISALIGNED: return "workspace not aligned to AWKWARDNAMES_WORKSPACE_ALIGNMENT";
     case AWKWARDNAMES_ERROR_OUT_OF_MEMORY: return "out of memory";
     case AWKWARDNAMES_ERROR_KERNEL_FAILED: return "a kernel failed";
+    case AWKWARDNAMES_ERROR_INVALID_INPUT: return "input data the model cannot take (an index out of range)";
     case AWKWARDNAMES_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case AWKWARDNAMES_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with AWKWARDNAMES_PORTABLE_KERNELS=ON";
@@ -358,6 +359,10 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     result.v_int64 = 0;
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+    if (rc == AWKWARDNAMES_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
+      awkwardnames_current = outer;
+      return AWKWARDNAMES_ERROR_INVALID_INPUT;
+    }
     if (rc != 0) {
       const char* parts[4];
       parts[0] = "kernel ";

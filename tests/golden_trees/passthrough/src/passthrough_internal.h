@@ -90,6 +90,11 @@ typedef struct passthrough_step_desc {
 extern const passthrough_buffer_desc passthrough_buffer_table[];
 extern const passthrough_arg_desc passthrough_arg_table[];
 extern const passthrough_step_desc passthrough_step_table[];
+/* Texts builtins report, by the index a step passes (an index check: "Gather on a 10x4 tensor"). */
+extern const char* const passthrough_builtin_texts[];
+/* A builtin's return code for input data it refuses (an index out of range): the run stops
+ * with PASSTHROUGH_ERROR_INVALID_INPUT and the builtin's message. */
+#define PASSTHROUGH_BUILTIN_INVALID_INPUT 2
 #ifdef PASSTHROUGH_WIDE_KERNELS_LINKED
 extern const passthrough_kernel_fn passthrough_wide_step_kernels[];
 #endif

@@ -77,3 +77,7 @@ const passthrough_step_desc passthrough_step_table[] = {
   { __tvm_ffi_passthrough_tir_exp, "tir_exp", 0u, 2u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
+
+const char* const passthrough_builtin_texts[] = {
+  NULL
+};

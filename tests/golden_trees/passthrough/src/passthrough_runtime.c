@@ -288,6 +288,7 @@ const char* passthrough_status_string(passthrough_status status) {
     case PASSTHROUGH_ERROR_WORKSPACE_MISALIGNED: return "workspace not aligned to PASSTHROUGH_WORKSPACE_ALIGNMENT";
     case PASSTHROUGH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case PASSTHROUGH_ERROR_KERNEL_FAILED: return "a kernel failed";
+    case PASSTHROUGH_ERROR_INVALID_INPUT: return "input data the model cannot take (an index out of range)";
     case PASSTHROUGH_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case PASSTHROUGH_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with PASSTHROUGH_PORTABLE_KERNELS=ON";
@@ -358,6 +359,10 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     result.v_int64 = 0;
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+    if (rc == PASSTHROUGH_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
+      passthrough_current = outer;
+      return PASSTHROUGH_ERROR_INVALID_INPUT;
+    }
     if (rc != 0) {
       const char* parts[4];
       parts[0] = "kernel ";

@@ -71,7 +71,8 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_UNSUPPORTED_CPU = 9,       /* the linked kernel objects need instructions this CPU lacks */
   AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no awkwardnames_weights_load/attach yet */
   AWKWARDNAMES_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
-  AWKWARDNAMES_ERROR_WEIGHTS_MISMATCH = 12      /* external weights: size or SHA-256 is not this model's */
+  AWKWARDNAMES_ERROR_WEIGHTS_MISMATCH = 12,    /* external weights: size or SHA-256 is not this model's */
+  AWKWARDNAMES_ERROR_INVALID_INPUT = 13        /* input data out of the model's domain (an index out of range); nothing was written */
 } awkwardnames_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their

@@ -71,7 +71,8 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_UNSUPPORTED_CPU = 9,       /* the linked kernel objects need instructions this CPU lacks */
   PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no passthrough_weights_load/attach yet */
   PASSTHROUGH_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
-  PASSTHROUGH_ERROR_WEIGHTS_MISMATCH = 12      /* external weights: size or SHA-256 is not this model's */
+  PASSTHROUGH_ERROR_WEIGHTS_MISMATCH = 12,    /* external weights: size or SHA-256 is not this model's */
+  PASSTHROUGH_ERROR_INVALID_INPUT = 13        /* input data out of the model's domain (an index out of range); nothing was written */
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
