@@ -7,7 +7,9 @@ once upper-cased (they also become macro names). The original names stay in the 
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 from relay2cmake.errors import UserError
 
@@ -27,6 +29,33 @@ RESERVED = frozenset(
     """.split()
 )
 
+# Members of the C++ wrapper's per-tensor structs and its own names: an input called `shape`
+# would declare `struct shape { ... shape ... }`, one called `std` would hide namespace std.
+WRAPPER_NAMES = frozenset(
+    "type name index shape num_elements bytes dynamic_axis".split()
+    + "std Span Error Inputs Outputs OutputVectors Model".split()
+)
+
+
+@functools.cache
+def _library_names() -> tuple[frozenset[str], frozenset[str]]:
+    """(object-like macros, other names) of the C library headers: c_library_names.txt."""
+    macros: set[str] = set()
+    others: set[str] = set()
+    current = macros
+    for line in (Path(__file__).parent / "c_library_names.txt").read_text().splitlines():
+        if line.startswith("# [other names]"):
+            current = others
+        elif line and not line.startswith("#"):
+            current.add(line)
+    return frozenset(macros), frozenset(others)
+
+
+def _is_library_name(name: str) -> bool:
+    macros, others = _library_names()
+    return name in macros or name in others or name.endswith("_t")  # POSIX reserves *_t
+
+
 # fullmatch, not match with "$": "$" also matches before a trailing newline ("1.0.0\n").
 _PACKAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _VERSION = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}")
@@ -37,19 +66,20 @@ SYSTEM_LIBRARIES = frozenset({"c", "m", "dl", "rt", "pthread", "util", "gcc", "g
 def package_name_from_path(stem: str) -> str:
     """Derive a CMake package name from a file stem: ``resnet-50_v2`` → ``Resnet50V2``."""
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", stem) if p]
-    name = "".join(p[:1].upper() + p[1:] for p in parts)
+    name = "".join(p[:1].upper() + p[1:] for p in parts).replace("__", "_")
     if not name or not name[0].isalpha():
         name = "Model" + name
-    if c_prefix(name) in SYSTEM_LIBRARIES or c_prefix(name) in RESERVED:
+    prefix = c_prefix(name)
+    if prefix in SYSTEM_LIBRARIES or prefix in RESERVED or _is_library_name(prefix) or prefix == "std":
         name = name + "Model"  # m.onnx → MModel, not a target "m" that shadows libm
     return name
 
 
 def check_package_name(name: str) -> str:
-    if not _PACKAGE_NAME.fullmatch(name) or len(name) > 64:
+    if not _PACKAGE_NAME.fullmatch(name) or len(name) > 64 or "__" in name:
         raise UserError(
             f"--name {name!r} is not a valid package name: use 1-64 letters, digits and "
-            "underscores, starting with a letter (for example --name MyModel)."
+            "single underscores, starting with a letter (for example --name MyModel)."
         )
     if c_prefix(name) in RESERVED:
         raise UserError(
@@ -59,6 +89,11 @@ def check_package_name(name: str) -> str:
         raise UserError(
             f"--name {name!r} gives the library name {c_prefix(name)!r}, which is a system library "
             "(the link would go to the wrong one); choose another."
+        )
+    if _is_library_name(c_prefix(name)) or c_prefix(name) == "std":
+        raise UserError(
+            f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a name the C library already "
+            "declares (the C++ namespace and the library would clash with it); choose another."
         )
     return name
 
@@ -78,14 +113,15 @@ def c_prefix(package_name: str) -> str:
 
 
 def _sanitize(name: str) -> str:
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    # "__" anywhere is reserved to the implementation in C++ ("FLOAT__INDEX").
+    ident = re.sub(r"__+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name))
     if not ident or ident[0].isdigit():
         ident = "t_" + ident
     if ident.startswith("_"):
         # Leading underscores are reserved to the implementation in C.
         ident = "t" + ident
-    if ident in RESERVED:
-        ident += "_"
+    if ident in RESERVED or ident in WRAPPER_NAMES or ident in _library_names()[0]:
+        ident += "_"  # a keyword, a wrapper member, or a macro (linux, INT8_MAX)
     return ident
 
 

@@ -79,3 +79,46 @@ def test_hostile_file_name_stays_inert(tmp_path):
     header = (tmp_path / "pkg" / "include" / "hostile" / "hostile.h").read_text()
     assert header.count("*/") == header.count("/*")
     assert json.loads((tmp_path / "pkg" / "metadata.json").read_text())["model"]["file"] == FILE_NAME
+
+
+# Legal tensor names that are macros in GNU C (linux, unix) or in <stdint.h>, members of the
+# C++ wrapper's structs, or hold "__" (reserved in C++).
+COLLIDING_INPUTS = ["linux", "unix", "INT8_MAX", "SIZE_MAX", "type", "name", "index", "shape", "bytes",
+                    "num_elements", "std", "Span", "FLOAT__INDEX"]  # fmt: skip
+COLLIDING_OUTPUTS = ["dynamic_axis", "Error", "Model", "Inputs", "OutputVectors", "__out"]
+
+
+def test_names_colliding_with_macros_and_the_wrapper_still_compile(tmp_path):
+    """The package (built by gen's self-check, GNU C), and a C++ program that includes the
+    wrapper and runs the model (g++ -std=gnu++17 -Wall -Wextra -Werror)."""
+    import subprocess
+
+    from packaging_helpers import configure_build
+
+    floats = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in COLLIDING_INPUTS]
+    nodes = [helper.make_node("Sum", COLLIDING_INPUTS, ["total"])]
+    nodes += [helper.make_node("Relu", ["total"], [n]) for n in COLLIDING_OUTPUTS]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in COLLIDING_OUTPUTS]
+    model = save_model(helper.make_graph(nodes, "g", floats, outputs), tmp_path / "m.onnx", 13)
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Colliding"))
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    assert meta["self_check"].startswith("passed")
+    build = tmp_path / "build"
+    configure_build(tmp_path / "pkg", build, "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror")
+    app = tmp_path / "app.cpp"
+    app.write_text(
+        '#include "colliding/colliding.hpp"\n'
+        "int main() {\n"
+        "  colliding::Model model;\n"
+        "  std::vector<float> x(2, 1.0f);\n"
+        f"  colliding::OutputVectors out = model.run({{ {', '.join(['x'] * len(COLLIDING_INPUTS))} }});\n"
+        "  return out.dynamic_axis_[0] == 13.0f ? 0 : 1;\n"
+        "}\n"
+    )
+    binary = tmp_path / "app"
+    subprocess.run(
+        ["g++", "-std=gnu++17", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path / 'pkg' / 'include'}",
+         str(app), str(build / "libcolliding.a"), "-lpthread", "-lm", "-o", str(binary)],
+        check=True,
+    )  # fmt: skip
+    assert subprocess.run([str(binary)], check=False).returncode == 0

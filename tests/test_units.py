@@ -29,6 +29,13 @@ def test_package_names_and_prefix():
     assert naming.package_name_from_path("int") == "IntModel"
 
 
+def test_identifiers_avoid_macros_wrapper_members_and_double_underscores():
+    names = ["linux", "INT8_MAX", "SIZE_MAX", "shape", "std", "Span", "FLOAT__INDEX", "a___b", "plain"]
+    assert naming.unique_identifiers(names) == [
+        "linux_", "INT8_MAX_", "SIZE_MAX_", "shape_", "std_", "Span_", "FLOAT_INDEX", "a_b", "plain"
+    ]  # fmt: skip
+
+
 def test_c_string_literal_escapes():
     assert naming.c_string_literal('a"b\\c?') == '"a\\"b\\\\c\\077"'
     assert naming.comment_text("x*/y") == "x* /y"
@@ -41,12 +48,16 @@ def test_names_and_versions_with_a_trailing_newline_or_a_system_library_are_refu
     for bad in ("1.0.0\n", "1.0.0 ", "\n1.0.0"):
         with pytest.raises(UserError, match="not a version"):
             naming.check_version(bad)
-    for bad in ("Foo\n", "Foo "):
+    for bad in ("Foo\n", "Foo ", "Foo__Bar"):
         with pytest.raises(UserError, match="not a valid package name"):
             naming.check_package_name(bad)
     for library in ("M", "Pthread", "Dl", "RT", "C"):
         with pytest.raises(UserError, match="system library"):
             naming.check_package_name(library)
+    for clash in ("Printf", "Abs", "Size_t", "Int8_t", "Memcpy", "Index", "Std", "Linux"):
+        with pytest.raises(UserError, match="C library already declares"):
+            naming.check_package_name(clash)
+    assert naming.package_name_from_path("printf") == "PrintfModel"
     assert naming.check_version("1.2.3") == "1.2.3" and naming.check_package_name("MyModel") == "MyModel"
 
 
