@@ -9,6 +9,7 @@ import typer
 
 from relay2cmake import __version__
 from relay2cmake.errors import Relay2CMakeError, UserError
+from relay2cmake.naming import terminal_text
 
 app = typer.Typer(
     add_completion=False,
@@ -20,9 +21,15 @@ app = typer.Typer(
 _state = {"debug": False, "quiet": False}
 
 
+def _echo(text: str, err: bool = False) -> None:
+    """Every line the tool prints: text from a model (names, file names) never reaches the
+    terminal as escape sequences."""
+    typer.echo(terminal_text(text), err=err)
+
+
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"relay2cmake {__version__}")
+        _echo(f"relay2cmake {__version__}")
         raise typer.Exit()
 
 
@@ -91,10 +98,10 @@ def _run(action) -> None:
     except Relay2CMakeError as exc:
         if _state["debug"]:
             raise
-        typer.echo(f"error: {exc}", err=True)
+        _echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        _echo("interrupted", err=True)
         raise typer.Exit(130) from None
 
 
@@ -169,8 +176,8 @@ def gen(
         )
         plan = report.plan
         for warning in report.warnings:
-            typer.echo(f"warning: {warning}", err=True)
-        typer.echo(
+            _echo(f"warning: {warning}", err=True)
+        _echo(
             f"Wrote {report.identity.name} ({report.files} files) to {out}: {len(plan.steps)} kernel calls, "
             f"arena {plan.arena_bytes} B (TVM's static plan: {plan.tvm_storage_bytes} B of intermediates, "
             f"without inputs and kernel scratch), weights {plan.weight_bytes} B."
@@ -213,10 +220,8 @@ def tune(
         )
         tuning.save(report.database, out)
         for record in report.database.records:
-            typer.echo(
-                f"  {record.kernel}: {record.tuned_us:.1f} us tuned, {record.default_us:.1f} us default"
-            )
-        typer.echo(
+            _echo(f"  {record.kernel}: {record.tuned_us:.1f} us tuned, {record.default_us:.1f} us default")
+        _echo(
             f"Wrote {out}: {len(report.database.records)} of {report.kernels} kernels faster than their "
             f"default schedule ({report.database.target}), in {report.seconds:.0f} s."
         )
@@ -238,7 +243,7 @@ def inspect(
         from relay2cmake.inspect import inspect_model, render_text
 
         report = inspect_model(model, parse_input_shapes(input_shape))
-        typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else render_text(report))
+        _echo(json.dumps(report.as_dict(), indent=2) if as_json else render_text(report))
 
     _run(action)
 
@@ -255,7 +260,7 @@ def demo(
 
         seconds = run_demo(out, force, _progress())
         timing = ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
-        typer.echo(f"Demo done in {sum(seconds.values()):.1f}s ({timing}). Everything is in {out}/.")
+        _echo(f"Demo done in {sum(seconds.values()):.1f}s ({timing}). Everything is in {out}/.")
 
     _run(action)
 
@@ -268,7 +273,5 @@ def main() -> None:
     except Exception as exc:  # a bug of ours: say so plainly, keep the traceback for --debug
         if "--debug" in sys.argv:
             raise
-        typer.echo(
-            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True
-        )
+        _echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
         sys.exit(1)

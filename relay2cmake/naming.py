@@ -202,3 +202,11 @@ def file_label(text: str, limit: int = 120) -> str:
     ``._+-``; anything else becomes ``_``. The model's sha256 identifies it; this only reads."""
     label = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "._+-" else "_" for ch in text)
     return label[:limit] or "_"
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print: control characters other than newline and tab (terminal
+    escape sequences start with one) and invisible format characters become ``?``."""
+    import unicodedata
+
+    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else "?" for ch in text)

@@ -7,6 +7,9 @@ import time
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
+
+from relay2cmake.naming import terminal_text
 
 
 class Progress:
@@ -20,6 +23,7 @@ class Progress:
             yield
             return
         start = time.perf_counter()
+        message = escape(terminal_text(message))  # a file name is neither markup nor escapes
         try:
             if self.console.is_terminal:
                 with self.console.status(message):

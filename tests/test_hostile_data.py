@@ -213,3 +213,23 @@ def test_pytorch_indexing_is_checked(tmp_path):
         )
         assert message in result.stderr and "Sanitizer" not in result.stderr
         assert not out.exists() or not any(out.iterdir())
+
+
+def test_cli_flags_that_would_overflow_are_refused(indexing_builds, tmp_path):
+    """--bench N once wrapped N * 8 into a small malloc (2**61 + 1 → 8 bytes); an output path
+    past the buffer was cut short, so two outputs landed in one file."""
+    _, builds = indexing_builds
+    cli = builds["objects"]
+    for flag, value in (("--bench", "2305843009213693953"), ("--bench", "-1"), ("--threads", "0")):
+        result = run([cli, flag, value, "x.npy"], check=False)
+        assert result.returncode == 2 and f"{flag} takes a whole number" in result.stderr, result.stderr
+        assert "Sanitizer" not in result.stderr
+    deep = tmp_path
+    while len(str(deep)) < 4090:  # the folder fits PATH_MAX (4096), "/output_0.npy" does not
+        deep = deep / ("d" * min(200, 4090 - len(str(deep)) - 1))
+    deep.mkdir(parents=True)
+    _run_cli(cli, _valid_inputs(), tmp_path / "inputs")
+    files = sorted((tmp_path / "inputs").glob("*.npy"), key=lambda p: int(p.name.split("_")[0]))
+    result = run([cli, "--output-dir", deep, *files], check=False)
+    assert result.returncode == 1 and "path is too long" in result.stderr, result.stderr
+    assert not any(deep.iterdir())

@@ -122,3 +122,22 @@ def test_names_colliding_with_macros_and_the_wrapper_still_compile(tmp_path):
         check=True,
     )  # fmt: skip
     assert subprocess.run([str(binary)], check=False).returncode == 0
+
+
+def test_names_with_terminal_escapes_never_reach_the_terminal(tmp_path):
+    """inspect, gen's progress and messages, and the package's _cli print names from the
+    model: escape sequences (here: clear the screen, set the window title) come out inert."""
+    from packaging_helpers import configure_build, relay2cmake, run
+
+    name = "evil\x1b[2J\x1b]0;owned\x07\u202e"
+    model = _model(tmp_path / "m\x1b[31m.onnx", name, name + "_out")
+    inspected = relay2cmake("inspect", str(model))
+    generated = relay2cmake(
+        "gen", str(model), "-o", str(tmp_path / "pkg"), "--name", "Escapes", "--target", "c"
+    )
+    build = tmp_path / "build"
+    configure_build(tmp_path / "pkg", build)
+    usage = run([build / "escapes_cli", "--help"])
+    for text in (inspected.stdout, inspected.stderr, generated.stdout, generated.stderr, usage.stderr):
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, text
+    assert "evil?[2J" in inspected.stdout + usage.stderr
