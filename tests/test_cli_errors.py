@@ -105,9 +105,14 @@ def test_non_empty_output_is_not_clobbered_without_force(mlp_path, tmp_path):
     (out / "precious.txt").write_text("keep me")
     assert "--force" in _fails_cleanly("gen", str(mlp_path), "-o", str(out))
     assert (out / "precious.txt").read_text() == "keep me"
-    relay2cmake("gen", str(mlp_path), "-o", str(out), "--force")
-    assert not (out / "precious.txt").exists()
-    assert (out / "CMakeLists.txt").exists()
+    # --force replaces only a previous package (its metadata.json), never other files.
+    assert "replaces only a package" in _fails_cleanly("gen", str(mlp_path), "-o", str(out), "--force")
+    assert (out / "precious.txt").read_text() == "keep me"
+    package = tmp_path / "package"
+    relay2cmake("gen", str(mlp_path), "-o", str(package), "--no-self-check")
+    (package / "stale.txt").write_text("from an older run")
+    relay2cmake("gen", str(mlp_path), "-o", str(package), "--force", "--no-self-check")
+    assert not (package / "stale.txt").exists() and (package / "CMakeLists.txt").exists()
 
 
 def test_failed_generation_leaves_existing_output_untouched(zoo_dir, tmp_path):

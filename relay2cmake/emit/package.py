@@ -182,6 +182,15 @@ def render_package(
     return files
 
 
+def _is_package(folder: Path) -> bool:
+    """Whether ``folder`` holds a package relay2cmake wrote (its metadata.json says so)."""
+    try:
+        metadata = json.loads((folder / "metadata.json").read_text())
+        return metadata["generator"]["name"] == "relay2cmake"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
     """Fail before any long step if writing ``out`` would clobber something. Even with
     ``force``, never replace a folder that holds the working directory, the user's home or a
@@ -200,6 +209,11 @@ def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> Non
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(
             f"Output folder {str(out)!r} is not empty. Choose another folder, or pass --force to replace it."
+        )
+    if out.is_dir() and force and any(out.iterdir()) and not _is_package(out):
+        raise UserError(
+            f"--force replaces only a package relay2cmake wrote, and {str(out)!r} holds other files (no "
+            "relay2cmake metadata.json). Remove it yourself, or choose another folder."
         )
     parent = out.resolve().parent
     if not parent.exists():

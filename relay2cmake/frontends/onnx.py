@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import warnings
 from pathlib import Path
 
@@ -14,7 +15,12 @@ from onnx import TensorProto
 from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
-from relay2cmake.frontends.onnx_fold import fold_constants, freeze_inputs, set_input_shapes
+from relay2cmake.frontends.onnx_fold import (
+    fold_constants,
+    freeze_inputs,
+    set_input_shapes,
+    static_tensor_types,
+)
 
 # ONNX element types we can carry through the C API, by the name TVM uses.
 ONNX_DTYPES = {
@@ -80,19 +86,47 @@ def _initializer_bytes(model: onnx.ModelProto, folder: Path) -> int:
             total += tensor.ByteSize()
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
-        if "length" in info:
-            total += int(info["length"])
-        else:
-            location = folder / info.get("location", "")
-            total += max(location.stat().st_size - int(info.get("offset", 0)), 0) if location.is_file() else 0
+        try:
+            if "length" in info:
+                total += int(info["length"])
+            else:
+                location = folder / info.get("location", "")
+                offset = int(info.get("offset", 0))
+                total += max(location.stat().st_size - offset, 0) if location.is_file() else 0
+        except ValueError:
+            raise ModelError(
+                f"Initializer {tensor.name!r} has external data whose offset or length is not a number "
+                f"({info.get('offset')!r}, {info.get('length')!r}): the model file is damaged."
+            ) from None
     return total
+
+
+# The largest tensor a package may hold: a model asking for more is damaged or hostile (a
+# 137-byte ConstantOfShape([1e9]) made the importers allocate 4 GB), and its arena would not
+# fit the devices this is for. Checked on the shapes ONNX infers, before anything evaluates.
+MAX_TENSOR_BYTES = 2**31
+
+
+def _check_tensor_sizes(model: onnx.ModelProto) -> None:
+    for name, (dtype, shape) in static_tensor_types(model).items():
+        if any(d < 0 for d in shape):
+            raise ModelError(f"Tensor {name!r} has a negative dimension {list(shape)}: the model is invalid.")
+        itemsize = numpy_dtype(ONNX_DTYPES[dtype]).itemsize if dtype in ONNX_DTYPES else 8
+        nbytes = math.prod(shape) * itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ModelError(
+                f"Tensor {name!r} would hold {nbytes / 2**30:.3g} GiB (shape {list(shape)}); relay2cmake "
+                f"refuses tensors over {MAX_TENSOR_BYTES / 2**30:.0f} GiB (a model that large, or a "
+                "damaged one)."
+            )
 
 
 def _check(model: onnx.ModelProto, path: Path) -> None:
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # The checker's message runs over several lines ("... input 'b' of node:\n{...}").
+        message = " ".join(str(exc).split())[:600] or type(exc).__name__
         raise ModelError(f"{str(path)!r} is not a valid ONNX model: {message}") from None
 
 
@@ -150,6 +184,10 @@ def _input_signatures(
         shape = []
         for axis, dim in enumerate(dims):
             static = dim.dim_value if dim.HasField("dim_value") else None
+            if static is not None and static < 0:
+                raise ModelError(
+                    f"{what} declares dimension {axis} as {static}; dimensions cannot be negative."
+                )
             if given is not None:
                 if static is not None and static != given[axis]:
                     raise UserError(
@@ -279,6 +317,7 @@ def import_onnx(
         model = freeze_inputs(model, frozen) if frozen else model
         inputs = _input_signatures(model, input_shapes)
         set_input_shapes(model, {s.name: s.shape for s in inputs})
+        _check_tensor_sizes(model)
         source = model  # the references run this: before our folding, independent of it
         # Shape arithmetic and everything computed from constants become constants; this may
         # also remove operators TVM cannot convert.

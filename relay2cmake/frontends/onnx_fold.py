@@ -28,6 +28,12 @@ NOT_FOLDED = frozenset(
     | {"BatchNormalization"}
 )
 MAX_FOLDED_BYTES = 1 << 20
+# Operators whose output can be far larger than their inputs: folded only when shape
+# inference knows the output is small (evaluating first would allocate whatever they ask).
+EXPANDING = frozenset(
+    {"ConstantOfShape", "Expand", "Tile", "Range", "Resize", "Upsample", "Pad", "OneHot", "EyeLike"}
+    | {"MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "Col2Im", "Mul", "Add", "Sub", "Div", "Where"}
+)
 
 
 def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -53,20 +59,38 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]])
                 dims.add().dim_value = value
 
 
-def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def static_tensor_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """(ONNX element type, shape) of every tensor whose shape ONNX's inference (with data
+    propagation) knows completely."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:
         return {}
-    shapes = {}
+    types = {}
     for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         tensor_type = vi.type.tensor_type
         if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
             continue
         dims = tensor_type.shape.dim
         if all(d.HasField("dim_value") for d in dims):
-            shapes[vi.name] = tuple(d.dim_value for d in dims)
-    return shapes
+            types[vi.name] = (tensor_type.elem_type, tuple(d.dim_value for d in dims))
+    return types
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    return {name: shape for name, (_, shape) in static_tensor_types(model).items()}
+
+
+def _small_result(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> bool:
+    """Whether ``node``'s outputs are known not to exceed the folding limit before evaluating
+    it (8 bytes per element at most). Unknown shapes pass unless the operator can expand."""
+    for name in node.output:
+        if name in shapes:
+            if int(np.prod(shapes[name], dtype=np.float64)) * 8 > MAX_FOLDED_BYTES:
+                return False
+        elif name and node.op_type in EXPANDING:
+            return False
+    return True
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
@@ -141,7 +165,7 @@ def _fold_once(model: onnx.ModelProto) -> onnx.ModelProto:
                 value = [_shape_value(node, shapes[node.input[0]])]
             elif node.op_type == "Size" and node.input[0] in shapes:
                 value = [np.array(int(np.prod(shapes[node.input[0]], dtype=np.int64)), dtype=np.int64)]
-            elif all(name == "" or name in known for name in node.input):
+            elif all(name == "" or name in known for name in node.input) and _small_result(node, shapes):
                 inputs = [known[name] if name else None for name in node.input]
                 value = _evaluate(node, inputs, model.opset_import)
         if value is None or sum(v.nbytes for v in value) > MAX_FOLDED_BYTES:
