@@ -40,7 +40,12 @@ def _model(path: Path, input_name: str, output_name: str) -> Path:
     return save_model(graph, path, 13)
 
 
-@pytest.mark.parametrize("payload", C_PAYLOADS, ids=range(len(C_PAYLOADS)))
+@pytest.mark.parametrize(
+    "payload",
+    # The first in the default run; test_payloads_in_every_slot_stay_data covers the rest's kinds.
+    [pytest.param(p, marks=() if i == 0 else pytest.mark.slow) for i, p in enumerate(C_PAYLOADS)],
+    ids=range(len(C_PAYLOADS)),
+)
 def test_hostile_tensor_names_never_reach_code(payload, tmp_path):
     """gen's self-check builds the portable C kernels and the object set with the package's
     warnings and runs the golden test: a payload that reached code would fail it (or run)."""
@@ -141,3 +146,86 @@ def test_names_with_terminal_escapes_never_reach_the_terminal(tmp_path):
     for text in (inspected.stdout, inspected.stderr, generated.stdout, generated.stderr, usage.stderr):
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, text
     assert "evil?[2J" in inspected.stdout + usage.stderr
+
+
+# One payload per target language of the generated files; each goes into every slot of a
+# model where text can hide. A payload that reached a file unencoded would break its build
+# (-Werror), run (touch PWNED), or change its structure.
+SLOT_PAYLOADS = {
+    "c": 'a\n#error pwned\n*/ /* "\\',
+    "python": 'a"""; import os; os.system("touch PWNED"); """\'\'\'',
+    "cmake": 'a")\nfile(WRITE PWNED x)\nmessage(FATAL_ERROR "pwned")\n#${CMAKE_COMMAND}',
+    "markdown": "a --> <script>alert(1)</script> ](javascript:x) \n# pwned |x|",
+    "json": 'a"}, "pwned": {"\x00\\u0000',
+    "shell": "a$(touch PWNED)`touch PWNED`;touch PWNED",
+    "terminal": "a\x1b]0;pwned\x07\x1b[2J\u202e\u2066",
+}
+SLOTS = ("input", "output", "node", "initializer", "graph", "model doc", "graph doc", "node doc",
+         "metadata key", "metadata value", "producer", "domain", "file name")  # fmt: skip
+QUICK_PAYLOADS = {"c", "python"}
+
+
+def _every_slot_model(folder: Path, payload: str) -> Path:
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "Add", [payload, payload + "w"], [payload + "o"], name=payload, doc_string=payload
+            )
+        ],
+        payload,
+        [helper.make_tensor_value_info(payload, TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(payload + "o", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((2, 3), np.float32), payload + "w")],
+        doc_string=payload,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(payload.replace("\x00", ""), 1)],
+        producer_name=payload,
+        doc_string=payload,
+    )
+    model.ir_version = 8
+    helper.set_model_props(model, {payload: payload})
+    path = folder / ("m" + "".join(ch if ch not in "/\x00" else "_" for ch in payload)[:80] + ".onnx")
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize(
+    "language",
+    [pytest.param(k, marks=() if k in QUICK_PAYLOADS else pytest.mark.slow) for k in SLOT_PAYLOADS],
+)
+def test_payloads_in_every_slot_stay_data(language, tmp_path, monkeypatch):
+    from packaging_helpers import configure_build
+
+    payload = SLOT_PAYLOADS[language]
+    monkeypatch.chdir(tmp_path)  # a payload that ran would leave PWNED here
+    model = _every_slot_model(tmp_path, payload)
+    injected_lines = [part.strip() for part in payload.split("\n")[1:] if part.strip()]
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Slots"))
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())  # still JSON
+    assert meta["inputs"][0]["name"] == payload and meta["model"]["file"] == model.name
+    ast.parse((tmp_path / "pkg" / "conanfile.py").read_text())
+    for kernels in ("OFF", "ON"):
+        configure_build(
+            tmp_path / "pkg", tmp_path / f"build_{kernels}", "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror",
+            f"-DSLOTS_PORTABLE_KERNELS={kernels}",
+        )  # fmt: skip
+    for path in (tmp_path / "pkg").rglob("*"):
+        if path.is_file() and path.suffix in (
+            ".c",
+            ".h",
+            ".hpp",
+            ".txt",
+            ".py",
+            ".in",
+            ".md",
+            ".cmake",
+            ".json",
+        ):
+            text = path.read_text()
+            assert "\x1b" not in text and "\u202e" not in text and "\x00" not in text, path
+            # A payload line that starts a line of a file escaped its string or comment.
+            for line in text.splitlines():
+                assert not any(line.lstrip().startswith(part) for part in injected_lines), (path, line)
+    assert not list(tmp_path.rglob("PWNED"))
