@@ -17,9 +17,12 @@ test: $(VENV)/.installed-test system-deps
 test-all: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest
 
-# A long fuzzing campaign of `gen` on mutated model bytes (CI runs 40 fixed cases).
+# A long fuzzing campaign (CI runs a few fixed cases of each): `gen` on mutated model bytes
+# and on random tensor names, the package's .npy reader on mutated files and its kernels on
+# random indices (both under ASan + UBSan).
 fuzz: $(VENV)/.installed-test
 	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -s tests/test_fuzz.py
+	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest tests/test_hostile_data.py tests/test_hostile_names.py -k fuzz
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check relay2cmake tests tools benchmarks

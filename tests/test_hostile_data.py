@@ -10,8 +10,12 @@ negative indices must wrap once, as ONNX Runtime does.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from model_zoo import save_model
 from onnx import TensorProto, helper
 from packaging_helpers import configure_build, run
@@ -233,3 +237,81 @@ def test_cli_flags_that_would_overflow_are_refused(indexing_builds, tmp_path):
     result = run([cli, "--output-dir", deep, *files], check=False)
     assert result.returncode == 1 and "path is too long" in result.stderr, result.stderr
     assert not any(deep.iterdir())
+
+
+NPY_EXAMPLES = int(os.environ.get("R2C_FUZZ_EXAMPLES", "40"))
+
+
+def _npy_bytes(header: str, payload: bytes, version: int = 1) -> bytes:
+    text = header.encode("latin-1")
+    if version == 1:
+        return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + payload
+    return b"\x93NUMPY\x02\x00" + len(text).to_bytes(4, "little") + text + payload
+
+
+npy_descr = st.sampled_from(
+    ["<f4", ">f4", "<f8", "|b1", "<i8", "<u4", "O", "<U4", "<f4\x00", "", "<f2", "|V4"]
+)
+npy_shape = st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(0, 6), min_size=0, max_size=40)
+
+
+def _header(descr: str, fortran: str, shape: list[int], tail: str) -> str:
+    dims = ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "")
+    return f"{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': ({dims}), }}{tail}"
+
+
+npy_header = st.builds(
+    _header,
+    npy_descr,
+    st.sampled_from(["False", "True", "0", "None"]),
+    npy_shape,
+    st.sampled_from(["", "\n", " " * 70 + "\n", "\x00"]),
+)
+
+
+@settings(max_examples=NPY_EXAMPLES, deadline=None, derandomize=NPY_EXAMPLES <= 40,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    header=npy_header,
+    payload=st.binary(max_size=200) | st.just(np.ones((5, 4), np.float32).tobytes()),
+    version=st.sampled_from([1, 2]),
+    edits=st.lists(st.tuples(st.integers(0, 160), st.binary(min_size=1, max_size=4)), max_size=3),
+)
+def test_cli_npy_reader_survives_fuzzed_files(indexing_builds, tmp_path, header, payload, version, edits):
+    """The package's own ``.npy`` reader (tools/npy.c) under ASan + UBSan: every file is read
+    or refused with a message, never a crash or a sanitizer report."""
+    _, builds = indexing_builds
+    data = bytearray(_npy_bytes(header, payload, version))
+    for at, patch in edits:
+        data[at : at + len(patch)] = patch
+    inputs = _valid_inputs()
+    folder = tmp_path / f"case{abs(hash(bytes(data))) % 10**9}"
+    _run_cli(builds["objects"], inputs, folder)  # writes the valid files; replace the first
+    first = next(folder.glob("0_*.npy"))
+    first.write_bytes(bytes(data))
+    files = sorted(folder.glob("*.npy"), key=lambda p: int(p.name.split("_")[0]))
+    result = run([builds["objects"], "--output-dir", folder / "out", *files], check=False)
+    assert result.returncode in (0, 1), (result.returncode, result.stderr[-2000:])
+    assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr, result.stderr[-2000:]
+    if result.returncode == 1:
+        assert "indexing_cli:" in result.stderr
+
+
+@settings(max_examples=NPY_EXAMPLES, deadline=None, derandomize=NPY_EXAMPLES <= 40,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    name=st.sampled_from(sorted(INDICES)),
+    values=st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-12, 12), min_size=1, max_size=10),
+)
+def test_fuzzed_indices_are_used_or_refused(indexing_builds, tmp_path, name, values):
+    """Random index values (most far out of range, some in it) under ASan + UBSan: the run
+    succeeds, or stops with the operator's message; never a sanitizer report."""
+    _, builds = indexing_builds
+    inputs = _valid_inputs()
+    flat = inputs[name].reshape(-1)
+    for position, value in enumerate(values[: flat.size]):
+        flat[position] = value
+    folder = tmp_path / f"case{abs(hash((name, tuple(values)))) % 10**9}"
+    result, _ = _run_cli(builds["c"], inputs, folder)
+    assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 0 or "is outside" in result.stderr, result.stderr[-2000:]

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 
@@ -229,3 +232,26 @@ def test_payloads_in_every_slot_stay_data(language, tmp_path, monkeypatch):
             for line in text.splitlines():
                 assert not any(line.lstrip().startswith(part) for part in injected_lines), (path, line)
     assert not list(tmp_path.rglob("PWNED"))
+
+
+NAME_EXAMPLES = max(2, int(os.environ.get("R2C_FUZZ_EXAMPLES", "40")) // 20)  # make fuzz: 50
+
+
+@settings(max_examples=NAME_EXAMPLES, deadline=None, derandomize=NAME_EXAMPLES <= 2,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(names=st.lists(st.text(min_size=1, max_size=40), min_size=3, max_size=3, unique=True))
+def test_fuzzed_names_generate_packages_that_build(tmp_path_factory, names):
+    """Arbitrary Unicode (control characters, surrogates excluded by protobuf, quotes, "__",
+    macros...) as input, output and node names: gen's self-check builds both kernel sets."""
+    folder = tmp_path_factory.mktemp("names")
+    input_name, output_name, node_name = names
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [input_name], [output_name], name=node_name)],
+        node_name,
+        [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, [2, 3])],
+    )
+    model = save_model(graph, folder / "m.onnx", 13)
+    generate(GenerateOptions(model=model, out=folder / "pkg", name="Fuzzed"))
+    meta = json.loads((folder / "pkg" / "metadata.json").read_text())
+    assert meta["self_check"].startswith("passed") and meta["inputs"][0]["name"] == input_name
