@@ -34,21 +34,36 @@ def _is_float(expr) -> bool:
 
 
 def nan_propagating(prims):
-    """``prims`` (a module of PrimFuncs) with every float max/min propagating NaN."""
+    """``prims`` (a module of PrimFuncs) with every float max/min propagating NaN. Operands
+    that are not plain loads or constants are bound once (``Let``): a select reads ``a``
+    twice, and nested clamps (GridSample's reflection) would grow exponentially."""
+    import tvm
     import tvm_ffi
     from tvm import tirx
 
-    def fix_max(expr):
+    def simple(expr) -> bool:
+        return isinstance(expr, tvm.ir.TensorLoad | tirx.Var | tirx.FloatImm | tirx.IntImm)
+
+    def propagating(expr, compare):
         if not _is_float(expr):
             return expr
-        return tirx.Select(tirx.Or(tirx.isnan(expr.a), tirx.GT(expr.a, expr.b)), expr.a, expr.b)
+        a, b = expr.a, expr.b
+        bindings = []
+        if not simple(a):
+            bindings.append((tirx.Var("nan_a", str(a.ty)), a))
+            a = bindings[-1][0]
+        if not simple(b):
+            bindings.append((tirx.Var("nan_b", str(b.ty)), b))
+            b = bindings[-1][0]
+        result = tirx.Select(tirx.Or(tirx.isnan(a), compare(a, b)), a, b)
+        for var, value in reversed(bindings):
+            result = tirx.Let(var, value, result)
+        return result
 
-    def fix_min(expr):
-        if not _is_float(expr):
-            return expr
-        return tirx.Select(tirx.Or(tirx.isnan(expr.a), tirx.LT(expr.a, expr.b)), expr.a, expr.b)
-
-    return tvm_ffi.structural_map(prims, [(tirx.Max, fix_max), (tirx.Min, fix_min)])
+    return tvm_ffi.structural_map(
+        prims,
+        [(tirx.Max, lambda e: propagating(e, tirx.GT)), (tirx.Min, lambda e: propagating(e, tirx.LT))],
+    )
 
 
 def infinite_reduction_identities(prims):

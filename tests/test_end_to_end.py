@@ -31,7 +31,14 @@ def _compare(ours: list[np.ndarray], reference: list[np.ndarray]) -> float:
     return worst
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
+# Four models whose traits other tests also cover (names: golden trees and hostile names;
+# --input-shape: test_cli_errors and the real-model slice) run only in the full suite.
+SLOW_CONSUMERS = {"awkward_names", "symbolic_batch", "shape_arithmetic", "reshape_view"}
+
+
+@pytest.mark.parametrize(
+    "model", [pytest.param(m, marks=pytest.mark.slow if m in SLOW_CONSUMERS else ()) for m in sorted(MODELS)]
+)
 def test_c_consumer_matches_onnxruntime(model, built, tmp_path):
     package = built(model)
     app = build_sample_app("c_consumer", package, tmp_path)

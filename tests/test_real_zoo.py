@@ -24,11 +24,11 @@ CI_SLICE = [e for e in ENTRIES if e.ci]
 
 
 def test_slice_is_representative():
-    """A classic opset-9 CNN, a modern one, a transformer, an LM head and a recurrent .pt2."""
+    """A classic opset-9 CNN, a transformer and a recurrent .pt2 (the rest: tools/real_zoo.py)."""
     names = {e.name for e in CI_SLICE}
     assert any(e.exporter == "onnx9" and e.edit for e in CI_SLICE), names
     assert any(e.exporter == "pt2" and e.model in ("gru", "lstm", "rnn") for e in CI_SLICE), names
-    assert {"bert", "gpt2"} <= {e.model for e in CI_SLICE}, names
+    assert "bert" in {e.model for e in CI_SLICE}, names
 
 
 @pytest.fixture(scope="module")

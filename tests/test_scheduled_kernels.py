@@ -26,7 +26,11 @@ QEMU_X86 = shutil.which("qemu-x86_64")
 HOST_AVX512 = host_runs_wide()  # the same test the package makes: AVX-512 F/BW/DQ/VL
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize(
+    "family",
+    # dense_family takes 2 minutes on 2 cores; the real-model slice's transformers cover matmuls.
+    [pytest.param(f, marks=pytest.mark.slow if f == "dense_family" else ()) for f in sorted(FAMILIES)],
+)
 def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
     make, expected_scheduled = FAMILIES[family]
     model = tmp_path / f"{family}.onnx"

@@ -104,6 +104,7 @@ def test_gen_uses_a_twin_database_and_warns_about_an_unbuilt_set(tmp_path, targe
     assert ("which this package does not build" in result.stderr) == (not used), result.stderr
 
 
+@pytest.mark.slow  # 2+ minutes on 2 cores; test_gen_replays_a_tuning_record covers gen's side
 def test_tune_writes_a_database_gen_accepts(tmp_path):
     """The real search, kept short: 4 trials of one kernel (about 30 s)."""
     model = tmp_path / "one_matmul.onnx"

@@ -454,9 +454,9 @@ def _entries(model: str, *exporters: str, ci: str | None = None) -> list[Entry]:
 
 ENTRIES: list[Entry] = [
     *_entries("squeezenet1_1", "onnx9", "onnx9:caffe2", "pt2", ci="onnx9:caffe2"),
-    *_entries("mobilenet_v3_small", "onnx17", "dynamo", ci="onnx17"),
+    *_entries("mobilenet_v3_small", "onnx17", "dynamo"),
     *_entries("bert", "onnx17", "dynamo", "pt2", ci="onnx17"),
-    *_entries("gpt2", "onnx17", "dynamo", "pt2", ci="onnx17"),
+    *_entries("gpt2", "onnx17", "dynamo", "pt2"),
     *_entries("gru", "onnx11", "pt2", ci="pt2"),
     *_entries("lstm", "onnx13", "pt2"),
     *_entries("rnn", "onnx17", "pt2"),

@@ -29,8 +29,20 @@
 #include "npy.h"
 #include "awkwardnames/awkwardnames.h"
 
+/* Model names are untrusted text: only printable ASCII reaches the terminal (no escapes). */
+static const char* printable(const char* text, char* out, size_t size) {
+  size_t n = 0;
+  for (; *text != '\0' && n + 1 < size; ++text) {
+    unsigned char c = (unsigned char)*text;
+    out[n++] = c >= 32 && c < 127 ? (char)c : '?';
+  }
+  out[n] = '\0';
+  return out;
+}
+
 static int usage(void) {
   const awkwardnames_tensor_info* info;
+  char name[256];
   size_t i;
   fprintf(stderr,
           "usage: awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...\n"
@@ -38,17 +50,23 @@ static int usage(void) {
   for (i = 0; (info = awkwardnames_input_info(i)) != NULL; ++i) {
     char shape[256];
     npy_shape_text(info->ndim, info->shape, shape, sizeof(shape));
-    fprintf(stderr, "  %u: %s %s%s\n", (unsigned)i, info->name, info->dtype_name, shape);
+    fprintf(stderr, "  %u: %s %s%s\n", (unsigned)i, printable(info->name, name, sizeof(name)), info->dtype_name, shape);
   }
   return 2;
 }
 
-static int parse_count(const char* text, long* value) {
+/* A whole number in [low, high]; otherwise says what the option takes. */
+static int parse_count(const char* option, const char* text, long low, long high, long* value) {
   char* end;
   errno = 0;
   *value = strtol(text, &end, 10);
-  return errno == 0 && end != text && *end == '\0' && *value >= 0;
+  if (errno == 0 && end != text && *end == '\0' && *value >= low && *value <= high) return 1;
+  fprintf(stderr, "awkwardnames_cli: %s takes a whole number from %ld to %ld\n", option, low, high);
+  return 0;
 }
+
+/* --bench keeps one time per run: bounded so that the array's size cannot overflow. */
+#define MAX_BENCH_RUNS 10000000L
 
 static double now_ms(void) {
 #ifdef _WIN32
@@ -85,7 +103,7 @@ int main(int argc, char** argv) {
   size_t input_bytes[AWKWARDNAMES_NUM_INPUTS + 1];
   void* outputs[AWKWARDNAMES_NUM_OUTPUTS];
   size_t output_bytes[AWKWARDNAMES_NUM_OUTPUTS];
-  char error[512];
+  char error[512], name[256];
   awkwardnames_context* context = NULL;
   void* workspace = NULL;
   awkwardnames_status status;
@@ -104,11 +122,11 @@ int main(int argc, char** argv) {
     } else if (strcmp(arg, "--output-dir") == 0 && i + 1 < argc) {
       output_dir = argv[++i];
     } else if (strcmp(arg, "--bench") == 0 && i + 1 < argc) {
-      if (!parse_count(argv[++i], &bench)) return usage();
+      if (!parse_count("--bench", argv[++i], 0, MAX_BENCH_RUNS, &bench)) return 2;
     } else if (strcmp(arg, "--warmup") == 0 && i + 1 < argc) {
-      if (!parse_count(argv[++i], &warmup)) return usage();
+      if (!parse_count("--warmup", argv[++i], 0, MAX_BENCH_RUNS, &warmup)) return 2;
     } else if (strcmp(arg, "--threads") == 0 && i + 1 < argc) {
-      if (!parse_count(argv[++i], &threads) || threads < 1) return usage();
+      if (!parse_count("--threads", argv[++i], 1, 64, &threads)) return 2;
     } else if (strcmp(arg, "--weights") == 0 && i + 1 < argc) {
       weights_path = argv[++i];
     } else if (arg[0] == '-' && arg[1] == '-') {
@@ -132,17 +150,19 @@ int main(int argc, char** argv) {
     const awkwardnames_tensor_info* info = awkwardnames_input_info(k);
     int same_shape = 1, d;
     if (npy_read(paths[k], &arrays[k], error, sizeof(error)) != 0) {
-      fprintf(stderr, "awkwardnames_cli: input %u ('%s'): %s\n", (unsigned)k, info->name, error);
+      fprintf(stderr, "awkwardnames_cli: input %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
+              error);
       goto done;
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
     for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
     if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, AWKWARDNAMES_DTYPE_IS_RAW_BITS(info->dtype))) {
-      char want[256], got[256];
+      char want[256], got[256], descr[64];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
       npy_shape_text(arrays[k].ndim, arrays[k].shape, got, sizeof(got));
       fprintf(stderr, "awkwardnames_cli: input %u ('%s') must be %s%s ('%s'); %s holds '%s'%s\n", (unsigned)k,
-              info->name, info->dtype_name, want, info->npy_descr, paths[k], arrays[k].descr, got);
+              printable(info->name, name, sizeof(name)), info->dtype_name, want, info->npy_descr, paths[k],
+              printable(arrays[k].descr, descr, sizeof(descr)), got);
       goto done;
     }
     inputs[k] = arrays[k].data;
@@ -223,10 +243,16 @@ int main(int argc, char** argv) {
     int64_t dims[2 + 1];
     size_t bytes = awkwardnames_output_num_bytes(context, k);
     char path[4096];
+    int length;
     awkwardnames_output_shape(context, k, dims);
-    snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
+    length = snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
+    if (length < 0 || (size_t)length >= sizeof(path)) {
+      fprintf(stderr, "awkwardnames_cli: the output directory's path is too long\n");
+      goto done;
+    }
     if (npy_write(path, info->npy_descr, info->ndim, dims, outputs[k], bytes, error, sizeof(error)) != 0) {
-      fprintf(stderr, "awkwardnames_cli: output %u ('%s'): %s\n", (unsigned)k, info->name, error);
+      fprintf(stderr, "awkwardnames_cli: output %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
+              error);
       goto done;
     }
   }
