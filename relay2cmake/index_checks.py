@@ -31,6 +31,18 @@ _OPERATORS = {
     "relax.index_put": "IndexPut",
 }
 _INDEX_DTYPES = ("int32", "int64")
+# Operators that read at coordinates computed from float data: the coordinates are made
+# finite and clamped (a NaN or 1e30 became an out-of-range integer index inside TVM's
+# kernels), and RoiAlign's float batch column is checked like an index.
+_COORDINATE_OPERATORS = {
+    "relax.image.grid_sample": "GridSample",
+    "relax.vision.roi_align": "RoiAlign",
+    "relax.vision.roi_pool": "MaxRoiPool",
+}
+# GridSample's grid is normalised to [-1, 1]: beyond +-1e4 every padding mode but reflection
+# already gives its final answer, and unnormalised coordinates still fit int32 for images
+# up to 2**17 pixels wide.
+_GRID_LIMIT = 1e4
 
 
 def _bounds(name: str, call, data_shape: list[int], indices_shape: list[int]) -> list[list[int]] | None:
@@ -75,7 +87,7 @@ def check_indices(module):
     import tvm
     from tvm import relax
 
-    ops = {tvm.ir.Op.get(name): name for name in _OPERATORS}
+    ops = {tvm.ir.Op.get(name): name for name in (*_OPERATORS, *_COORDINATE_OPERATORS)}
     where, less, add, astype, reshape = (
         tvm.ir.Op.get(f"relax.{n}") for n in ("where", "less", "add", "astype", "reshape")
     )
@@ -87,8 +99,10 @@ def check_indices(module):
             name = ops.get(call.op)
             if name is None:
                 return call
-            operator = _OPERATORS[name]
             data_shape = static_shape(call.args[0])
+            if name in _COORDINATE_OPERATORS:
+                return self._coordinates(call, name, data_shape)
+            operator = _OPERATORS[name]
             if name in ("relax.index_tensor", "relax.index_put"):
                 return self._per_axis_indices(call, operator, data_shape)
             indices = call.args[1]
@@ -100,6 +114,28 @@ def check_indices(module):
                 return call
             checked = self._checked(indices, bounds[0], operator, data_shape)
             return relax.Call(call.op, [call.args[0], checked, *call.args[2:]], call.attrs, call.ty_args)
+
+        def _coordinates(self, call, name, data_shape):
+            """GridSample's grid and the boxes of RoiAlign/MaxRoiPool: finite, clamped; the
+            boxes' batch column checked against the batch."""
+            operator = _COORDINATE_OPERATORS[name]
+            coordinates = call.args[1]
+            dtype = str(coordinates.ty.dtype)
+            if data_shape is None or static_shape(coordinates) is None:
+                raise ModelError(f"{operator} needs static shapes to check its coordinates.")
+            if name == "relax.image.grid_sample":
+                limit = _GRID_LIMIT
+            else:
+                if static_shape(coordinates)[-1] != 5:
+                    raise ModelError(f"{operator} takes boxes [N, 5] (batch index, x1, y1, x2, y2).")
+                scale = float(call.attrs.spatial_scale)
+                limit = 4.0 * max([*data_shape[2:], 1]) / max(scale, 1e-6)
+                batch_column = [data_shape[0], -1, -1, -1, -1]
+                coordinates = self._checked(coordinates, batch_column, operator, data_shape)
+            low, high = relax.const(-limit, dtype), relax.const(limit, dtype)
+            clamped = self.builder_.emit(relax.op.minimum(relax.op.maximum(coordinates, low), high))
+            finite = self.builder_.emit(relax.op.where(relax.op.isnan(coordinates), low, clamped))
+            return relax.Call(call.op, [call.args[0], finite, *call.args[2:]], call.attrs, call.ty_args)
 
         def _per_axis_indices(self, call, operator, data_shape):
             """index_tensor / index_put: the i-th indices tensor indexes axis i."""
@@ -169,8 +205,14 @@ def check_indices(module):
                 narrowed = self.builder_.emit(relax.op.astype(checked, "int32"))
                 return self.builder_.emit(relax.op.reshape(narrowed, indices.ty.shape))
             dtype = str(getattr(indices.ty, "dtype", ""))
-            if dtype not in _INDEX_DTYPES:
+            if dtype not in _INDEX_DTYPES and not (dtype.startswith("float") and -1 in bounds):
                 return indices  # boolean masks and the like: no addresses from values
+            if isinstance(indices, tvm.ir.GenericConst) and -1 in bounds:  # constant boxes
+                values = indices.value.numpy().reshape(-1, len(bounds))
+                for column, bound in enumerate(bounds):
+                    if bound >= 0 and not ((values[:, column] >= 0) & (values[:, column] < bound)).all():
+                        raise ModelError(f"{operator} has a constant batch index outside [0, {bound}).")
+                return indices
             if isinstance(indices, tvm.ir.GenericConst):
                 wrapped = _wrapped_constant(operator, indices.value.numpy(), bounds)
                 return relax.const(wrapped, dtype)

@@ -315,3 +315,63 @@ def test_fuzzed_indices_are_used_or_refused(indexing_builds, tmp_path, name, val
     result, _ = _run_cli(builds["c"], inputs, folder)
     assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr, result.stderr[-2000:]
     assert result.returncode == 0 or "is outside" in result.stderr, result.stderr[-2000:]
+
+
+def test_coordinates_from_data_stay_inside_the_image(tmp_path):
+    """GridSample's grid and RoiAlign's boxes are float data that TVM's kernels turn into
+    integer pixel indices: NaN, +-inf and 3e38 coordinates were signed overflows (UBSan) and a
+    batch index past the batch read outside the input (ASan). Now: clean under both, in both
+    kernel sets; in-range data still matches ONNX Runtime; a bad batch index is refused."""
+    import onnxruntime
+
+    def floats(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    nodes = [
+        helper.make_node("GridSample", ["x", "grid"], ["linear"], mode="linear", padding_mode="zeros"),
+        helper.make_node("GridSample", ["x", "grid"], ["border"], mode="nearest", padding_mode="border"),
+        helper.make_node("GridSample", ["x", "grid"], ["reflection"], padding_mode="reflection"),
+        helper.make_node("RoiAlign", ["x", "rois", "batch"], ["roi"], output_height=2, output_width=2,
+                         sampling_ratio=2),
+    ]  # fmt: skip
+    inputs = [floats("x", [2, 3, 5, 5]), floats("grid", [2, 4, 4, 2]), floats("rois", [3, 4]),
+              helper.make_tensor_value_info("batch", TensorProto.INT64, [3])]  # fmt: skip
+    outputs = [floats(n, [2, 3, 4, 4]) for n in ("linear", "border", "reflection")] + [
+        floats("roi", [3, 3, 2, 2])
+    ]
+    model = save_model(helper.make_graph(nodes, "coordinates", inputs, outputs), tmp_path / "c.onnx", 20)
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Coordinates", self_check=False))
+    rng = np.random.default_rng(0)
+    good = {
+        "x": rng.standard_normal((2, 3, 5, 5)).astype(np.float32),
+        "grid": rng.uniform(-1, 1, (2, 4, 4, 2)).astype(np.float32),
+        "rois": np.array([[0, 0, 3, 3], [1, 1, 4, 4], [0, 0, 2, 2]], np.float32),
+        "batch": np.array([0, 1, 0]),
+    }
+    expected = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, good)
+    for kernels in ("objects", "c"):
+        build = tmp_path / f"build_{kernels}"
+        configure_build(
+            tmp_path / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}",
+            "-DCMAKE_BUILD_TYPE=Debug", f"-DCOORDINATES_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
+        )  # fmt: skip
+        cli = build / "coordinates_cli"
+        result, out = _run_cli(cli, good, tmp_path / f"good_{kernels}")
+        assert result.returncode == 0, result.stderr
+        for index, want in enumerate(expected):
+            np.testing.assert_allclose(np.load(out / f"output_{index}.npy"), want, rtol=1e-5, atol=1e-5)
+        for value in (np.nan, np.inf, -np.inf, 3e38, -3e38):
+            hostile = {k: v.copy() for k, v in good.items()}
+            hostile["grid"][0, 0, 0, :] = value
+            hostile["rois"][1, :] = value
+            result, _ = _run_cli(cli, hostile, tmp_path / f"{kernels}_{value}")
+            assert result.returncode == 0, result.stderr
+            assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr, result.stderr
+        hostile = {k: v.copy() for k, v in good.items()}
+        hostile["batch"][0] = 7
+        result, out = _run_cli(cli, hostile, tmp_path / f"{kernels}_batch")
+        assert (
+            result.returncode == 1
+            and "RoiAlign on a 2x3x5x5 tensor: index 7 is outside [0, 2)" in result.stderr
+        )
+        assert "Sanitizer" not in result.stderr and not out.exists()
