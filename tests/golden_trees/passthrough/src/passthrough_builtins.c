@@ -299,7 +299,9 @@ static const char* passthrough_decimal(int64_t value, char* text) {
 /* check_indices(indices, site, bound_0 .. bound_{k-1}) -> checked: indices wrapped once as
  * ONNX and PyTorch do (a negative index counts from the end); an index still outside
  * [0, bound) stops the run before any kernel reads or writes through it. The last axis of
- * indices cycles through the k bounds (k = 1: every index has the same bound). */
+ * indices cycles through the k bounds (k = 1: every index has the same bound); a bound of -1
+ * marks a column that holds no index (RoiAlign's box coordinates beside its batch index).
+ * Float indices (RoiAlign's batch column) are not wrapped: 0 <= value < bound, NaN refused. */
 int32_t passthrough_builtin_check_indices(void* self, void* args, int32_t num_args, void* result) {
   const TVMFFIAny* any = (const TVMFFIAny*)args;
   const DLTensor* indices = passthrough_arg_tensor(args, 0);
@@ -307,20 +309,32 @@ int32_t passthrough_builtin_check_indices(void* self, void* args, int32_t num_ar
   int32_t period = num_args - 3;
   DLTensor* checked = passthrough_arg_tensor(args, num_args - 1);
   int64_t total = passthrough_num_elements(indices), i;
+  int is_float = passthrough_is_float(indices);
   int wide = indices->dtype.bits == 64;
   (void)self;
   (void)result;
   for (i = 0; i < total; ++i) {
     int64_t bound = any[2 + i % period].v_int64;
-    int64_t value = wide ? ((const int64_t*)indices->data)[i] : (int64_t)((const int32_t*)indices->data)[i];
-    int64_t wrapped = value < 0 ? value + bound : value;
-    if (wrapped < 0 || wrapped >= bound) {
+    int64_t value, wrapped;
+    int inside, finite = 1;
+    if (is_float) {
+      double real = passthrough_float_value(indices, i);
+      inside = bound < 0 || (real >= 0.0 && real < (double)bound);
+      finite = real == real && real > -9.2e18 && real < 9.2e18;
+      value = finite ? (int64_t)real : 0;
+      wrapped = value;
+    } else {
+      value = wide ? ((const int64_t*)indices->data)[i] : (int64_t)((const int32_t*)indices->data)[i];
+      wrapped = value < 0 && bound >= 0 ? value + bound : value;
+      inside = bound < 0 || (wrapped >= 0 && wrapped < bound);
+    }
+    if (!inside) {
       char value_text[22], bound_text[22], minus_text[22];
       const char* parts[8];
       parts[0] = "index ";
-      parts[1] = passthrough_decimal(value, value_text);
+      parts[1] = finite ? passthrough_decimal(value, value_text) : "(not finite)";
       parts[2] = " is outside [";
-      parts[3] = passthrough_decimal(-bound, minus_text);
+      parts[3] = is_float ? "0" : passthrough_decimal(-bound, minus_text);
       parts[4] = ", ";
       parts[5] = passthrough_decimal(bound, bound_text);
       parts[6] = ")";
@@ -328,7 +342,11 @@ int32_t passthrough_builtin_check_indices(void* self, void* args, int32_t num_ar
       passthrough_backend_set_error(site, parts, 8);
       return PASSTHROUGH_BUILTIN_INVALID_INPUT;
     }
-    if (wide) {
+    if (is_float) {
+      memcpy((unsigned char*)checked->data + (size_t)i * passthrough_element_bytes(indices),
+             (const unsigned char*)indices->data + (size_t)i * passthrough_element_bytes(indices),
+             passthrough_element_bytes(indices));
+    } else if (wide) {
       ((int64_t*)checked->data)[i] = wrapped;
     } else {
       ((int32_t*)checked->data)[i] = (int32_t)wrapped;
