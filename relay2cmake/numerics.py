@@ -13,6 +13,10 @@
   ONNX Runtime gives 0): TIR runs a reduction's init inside its first iteration, so with
   none the output was never written.
 - **Sign(NaN) is NaN** (TVM's sign compares against 0 and gives 0).
+- **ArgMax/ArgMin pick a NaN** (as NumPy and PyTorch do; ONNX Runtime only when it comes
+  first), and a row of -inf (+inf for ArgMin) gives its first index: TVM's reducer starts at
+  (-1, -FLT_MAX) and keeps it on ties, so such a row gave -1, an index that wraps to the end.
+  The values are compared in float64 with -inf as -1e300 and NaN as +inf.
 - **Long float32 sums accumulate in float64** (Sum, Mean): the naive float32 loop stops at
   2**24 (2e7 ones summed to 16777216) and drifts on long means.
 """
@@ -100,12 +104,14 @@ def infinite_reduction_identities(prims):
 
 
 def onnx_numerics(module):
-    """Relax rewrite: Sign keeps NaN; long float32 Sum and Mean accumulate in float64."""
+    """Relax rewrite: Sign keeps NaN, ArgMax/ArgMin pick it, empty axes reduce to their
+    identity, long float32 Sum and Mean accumulate in float64."""
     import numpy as np
     import tvm
     from tvm import relax
 
     sign = tvm.ir.Op.get("relax.sign")
+    arg_reductions = {tvm.ir.Op.get("relax.argmax"): 1.0, tvm.ir.Op.get("relax.argmin"): -1.0}
     sums = (tvm.ir.Op.get("relax.sum"), tvm.ir.Op.get("relax.mean"))
     empty_identities = {
         tvm.ir.Op.get(f"relax.{name}"): name for name in ("sum", "mean", "max", "min", "prod")
@@ -129,6 +135,15 @@ def onnx_numerics(module):
             if call.op == sign and dtype.startswith("float"):
                 x = call.args[0]
                 return relax.op.where(relax.op.isnan(x), x, call)
+            if call.op in arg_reductions and str(call.args[0].ty.dtype).startswith("float"):
+                direction = arg_reductions[call.op]  # +1: ArgMax
+                wide = self.builder_.emit(relax.op.astype(call.args[0], "float64"))
+                worst = relax.const(-direction * math.inf, "float64")
+                finite = relax.const(-direction * 1e300, "float64")
+                finite_worst = self.builder_.emit(relax.op.where(relax.op.equal(wide, worst), finite, wide))
+                best = relax.const(direction * math.inf, "float64")
+                picked = self.builder_.emit(relax.op.where(relax.op.isnan(wide), best, finite_worst))
+                return relax.Call(call.op, [picked], call.attrs, call.ty_args)
             if call.op not in empty_identities:
                 return call
             shape, out_shape = static_shape(call.args[0]), static_shape(call)

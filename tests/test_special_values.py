@@ -2,8 +2,8 @@
 numbers ONNX Runtime gives, in both kernel sets.
 
 Where ONNX Runtime itself differs from ONNX's reference evaluator, NumPy and PyTorch, the
-package follows those three and the test says so: ReduceMax/ReduceMin over a row holding a
-NaN (ONNX Runtime skips the NaN), and long float32 sums (ONNX Runtime accumulates in float32;
+package follows those three and the test says so: ReduceMax/ReduceMin and MaxPool over values
+holding a NaN (ONNX Runtime skips the NaN), and long float32 sums (ONNX Runtime accumulates in float32;
 the package in float64, checked against NumPy in float64).
 """
 
@@ -87,6 +87,13 @@ def _model(path):
         (n, [16]) for n in ("MaxZero", "MinZero", "Max", "Min", "Clip", "Div", "Pow", "Gelu", "GeluTanh")
     ]
     outputs += [("Softmax", [4, 4]), ("LogSoftmax", [4, 4])]
+    nodes += [
+        helper.make_node("Reshape", ["x", "image"], ["x4"]),
+        helper.make_node("MaxPool", ["x4"], ["MaxPool"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ArgMax", ["rows"], ["ArgMax"], axis=1, keepdims=0),
+        helper.make_node("ArgMin", ["rows"], ["ArgMin"], axis=1, keepdims=0),
+    ]
+    outputs += [("MaxPool", [1, 1, 2, 2])]
     for op in REDUCTIONS:
         nodes.append(helper.make_node(op, ["rows", "axis1"], [f"{op}Rows"], keepdims=0))
         outputs.append((f"{op}Rows", [5]))
@@ -109,6 +116,7 @@ def _model(path):
         helper.make_tensor("lo", TensorProto.FLOAT, [], [-1.0]),
         helper.make_tensor("hi", TensorProto.FLOAT, [], [1.0]),
         helper.make_tensor("square", TensorProto.INT64, [2], [4, 4]),
+        helper.make_tensor("image", TensorProto.INT64, [4], [1, 1, 4, 4]),
         helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
         helper.make_tensor("long", TensorProto.INT64, [1], [LONG_ONES]),
     ]
@@ -116,9 +124,9 @@ def _model(path):
         floats("x", [16]), floats("y", [16]), floats("rows", [5, 3]), floats("empty", [3, 0]),
         floats("one", [1]), floats("uniform", [LONG_UNIFORM]),
     ]  # fmt: skip
-    graph = helper.make_graph(
-        nodes, "special", inputs, [floats(name, shape) for name, shape in outputs], initializers
-    )
+    declared = [floats(name, shape) for name, shape in outputs]
+    declared += [helper.make_tensor_value_info(n, TensorProto.INT64, [5]) for n in ("ArgMax", "ArgMin")]
+    graph = helper.make_graph(nodes, "special", inputs, declared, initializers)
     return save_model(graph, path, 20)
 
 
@@ -179,6 +187,12 @@ def test_special_values_match_onnxruntime(special, kernels):
     for op in ("ReduceMax", "ReduceMin"):
         assert np.isnan(got[f"{op}Rows"][2]), f"{op} over [1, NaN, 2] must be NaN (ONNX Runtime: not NaN)"
         expected[f"{op}Rows"][2] = np.nan
+    windows = X.reshape(2, 2, 2, 2).transpose(0, 2, 1, 3).reshape(2, 2, 4)  # the 2x2 pooling windows
+    with_nan = np.isnan(windows).any(axis=-1).reshape(-1)
+    assert np.isnan(got["MaxPool"].reshape(-1)[with_nan]).all(), "a window holding NaN pools to NaN"
+    expected["MaxPool"].reshape(-1)[with_nan] = np.nan  # ONNX Runtime skips the NaN
+    for op in ("ArgMax", "ArgMin"):  # [1, NaN, 2]: ONNX Runtime picks a NaN only when it is first
+        expected[op][2] = 1
     uniform = np.random.default_rng(0).random(LONG_UNIFORM, dtype=np.float32).astype(np.float64)
     assert got["SumOnes"] == LONG_ONES
     assert abs(got["MeanUniform"] / uniform.mean() - 1) < 2e-7
@@ -194,3 +208,4 @@ def test_special_values_match_onnxruntime(special, kernels):
             wrong.append(f"{name} at {bad.tolist()}: {got[name].reshape(-1)[bad]} != {want.reshape(-1)[bad]}")
     assert not wrong, "\n".join(wrong)
     assert np.all(got["ReduceMaxEmpty"] == -np.inf) and np.all(got["ReduceMinEmpty"] == np.inf)
+    assert got["ArgMax"][2] == 1 and got["ArgMin"][2] == 1, "the NaN is picked, as NumPy and PyTorch do"
