@@ -155,6 +155,18 @@ def gen(
     reference evaluator); optimisations that fail are declined, with a warning."""
 
     def action() -> None:
+        # Mistakes in files and flags answer before TVM loads (seconds, with PyTorch installed).
+        from relay2cmake.frontends import check_model_path
+        from relay2cmake.naming import check_package_name, check_version
+
+        check_model_path(model)
+        check_version(version)
+        if name is not None:
+            check_package_name(name)
+        shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
+        if tuning_db is not None and not tuning_db.is_file():
+            raise UserError(f"--tuning-db {str(tuning_db)!r} does not exist.")
+
         from relay2cmake.generate import GenerateOptions, generate
 
         report = generate(
@@ -163,10 +175,10 @@ def gen(
                 out=out,
                 name=name,
                 version=version,
-                input_shapes=parse_input_shapes(input_shape),
+                input_shapes=shapes,
                 targets=tuple(target),
                 force=force,
-                constant_inputs=parse_constant_inputs(constant_input),
+                constant_inputs=constants,
                 tuning_db=tuning_db,
                 winograd=not no_winograd,
                 self_check=not no_self_check,
@@ -205,14 +217,18 @@ def tune(
     `gen --tuning-db OUT` uses them."""
 
     def action() -> None:
-        from relay2cmake import tuning
+        from relay2cmake.frontends import check_model_path
 
+        check_model_path(model)  # before TVM loads
+        shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
         if out.exists() and not force:
             raise UserError(f"{str(out)!r} exists; pass --force to replace it.")
+        from relay2cmake import tuning
+
         report = tuning.tune(
             model,
-            parse_input_shapes(input_shape),
-            parse_constant_inputs(constant_input),
+            shapes,
+            constants,
             tuple(target),
             trials,
             _progress(),
@@ -240,9 +256,13 @@ def inspect(
     def action() -> None:
         import json
 
+        from relay2cmake.frontends import check_model_path
+
+        check_model_path(model)
+        shapes = parse_input_shapes(input_shape)
         from relay2cmake.inspect import inspect_model, render_text
 
-        report = inspect_model(model, parse_input_shapes(input_shape))
+        report = inspect_model(model, shapes)
         _echo(json.dumps(report.as_dict(), indent=2) if as_json else render_text(report))
 
     _run(action)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import onnx
 import pytest
 from model_zoo import mlp, symbolic_batch
@@ -250,3 +253,32 @@ def test_unwritable_output_folder_and_unknown_target(mlp_path, tmp_path):
     message = _fails_cleanly("gen", str(mlp_path), "-o", str(tmp_path / "out"), "--target", "sparc")
     assert "unknown architecture 'sparc'" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_file_and_flag_mistakes_answer_before_tvm_loads(tmp_path):
+    """`import tvm` takes seconds (more with PyTorch installed): a missing model, a bad --name
+    or --version, or a malformed --input-shape must not wait for it."""
+    probe = (
+        "import sys\n"
+        "from relay2cmake.cli import main\n"
+        "for argv in sys.argv[1:]:\n"
+        "    sys.argv = ['relay2cmake', *argv.split('|')]\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code not in (0, None), argv\n"
+        "assert 'tvm' not in sys.modules, 'TVM was imported'\n"
+    )
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not read")
+    cases = [
+        f"gen|{tmp_path / 'missing.onnx'}|-o|{tmp_path / 'out'}",
+        f"gen|{model}|-o|{tmp_path / 'out'}|--name|Foo bar",
+        f"gen|{model}|-o|{tmp_path / 'out'}|--version|1.x",
+        f"gen|{model}|-o|{tmp_path / 'out'}|--input-shape|image",
+        f"inspect|{tmp_path / 'missing.onnx'}",
+        f"tune|{tmp_path / 'missing.onnx'}|-o|{tmp_path / 't.json'}",
+    ]
+    result = subprocess.run([sys.executable, "-c", probe, *cases], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("error:") == len(cases), result.stderr
