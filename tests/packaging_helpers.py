@@ -46,6 +46,23 @@ def relay2cmake(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return run([sys.executable, "-m", "relay2cmake", *args], check=check)
 
 
+def fails_cleanly(*args: str) -> str:
+    """Run a relay2cmake command in-process (TVM is imported once per test session, not per
+    case); it must exit 1 with exactly one ``error:`` line and no traceback. Returns the
+    message after ``error: ``."""
+    from typer.testing import CliRunner
+
+    from relay2cmake.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    # Only typer's own exit may escape the command: anything else is an internal error.
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    assert result.output.count("error: ") == 1, result.output
+    return result.output.split("error: ", 1)[1]
+
+
 def configure_build(source: Path, build: Path, *definitions: str, generator: str = "Ninja") -> None:
     gen = ["-G", generator] if shutil.which("ninja") else []
     run([cmake(), "-S", source, "-B", build, *gen, "-DCMAKE_BUILD_TYPE=Release", *definitions])

@@ -11,21 +11,8 @@ import sys
 import onnx
 import pytest
 from model_zoo import mlp, symbolic_batch
+from packaging_helpers import fails_cleanly as _fails_cleanly
 from packaging_helpers import relay2cmake
-
-
-def _fails_cleanly(*args: str) -> str:
-    from typer.testing import CliRunner
-
-    from relay2cmake.cli import app
-
-    result = CliRunner().invoke(app, list(args))
-    # Only typer's own exit may escape the command: anything else is an internal error.
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 1, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    assert result.output.count("error: ") == 1, result.output
-    return result.output.split("error: ", 1)[1]
 
 
 @pytest.fixture()
