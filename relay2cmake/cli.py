@@ -113,12 +113,16 @@ NO_WINOGRAD_HELP = (
 
 @app.command()
 def gen(
-    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    model: Path = typer.Argument(
+        ..., help="Model file: ONNX (.onnx), a PyTorch exported program (.pt2) or a TVMScript module (.py)."
+    ),
     out: Path = typer.Option(
         ..., "--out", "-o", help="Folder to write the package to (must be empty or absent)."
     ),
     name: str | None = typer.Option(None, "--name", help="CMake package name (default: from the file name)."),
-    version: str = typer.Option("1.0.0", "--version", help="Package version X.Y.Z."),
+    version: str = typer.Option(
+        "1.0.0", "--version", help="Package version: 1 to 4 numbers separated by dots, as CMake takes."
+    ),
     input_shape: list[str] = typer.Option(
         [], "--input-shape", help="Fix an input's shape, NAME=D0,D1,... (repeatable)."
     ),
@@ -200,7 +204,7 @@ def gen(
 
 @app.command()
 def tune(
-    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    model: Path = typer.Argument(..., help="Model file (.onnx, .pt2 or .py), as for gen."),
     out: Path = typer.Option(..., "--out", "-o", help="Tuning database to write (JSON)."),
     trials: int = typer.Option(64, "--trials", help="Schedules MetaSchedule measures per kernel."),
     target: list[str] = typer.Option(
