@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from relay2cmake.builtins import CHECK_INDICES
 from relay2cmake.errors import ModelError
 from relay2cmake.relax_rewrite import rewrite_functions, static_shape
-
-CHECK_INDICES = "relay2cmake.check_indices"
 
 # Relax operator → the name a user knows it by (ONNX's, which PyTorch's indexing maps to).
 _OPERATORS = {

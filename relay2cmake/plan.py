@@ -14,18 +14,15 @@ from typing import Any
 import numpy as np
 
 from relay2cmake import arena
+from relay2cmake.builtins import BUILTIN_FUNCTIONS, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import ImportedModel
-from relay2cmake.frontends.onnx_bounded import BUILTINS
-from relay2cmake.index_checks import CHECK_INDICES
 from relay2cmake.lowering import LoweredModel
 from relay2cmake.naming import unique_identifiers
 
 # Relax builtins that only check or bookkeep what the driver already guarantees.
 IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm.kill_object"})
 IGNORED_PACKED = frozenset({"vm.builtin.check_tensor_info", "vm.builtin.match_shape", "vm.builtin.shape_of"})
-# Relax extern functions that are package builtins (src/<prefix>_builtins.c).
-BUILTIN_FUNCTIONS = (*BUILTINS, CHECK_INDICES)
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -215,7 +212,7 @@ class _Builder:
                     return
                 if name in BUILTIN_FUNCTIONS:
                     # A builtin of the package (src/<prefix>_builtins.c), called like a kernel.
-                    symbol = f"{self.lowered.prefix}_builtin_{name.rsplit('.', 1)[1]}"
+                    symbol = builtin_symbol(self.lowered.prefix, name)
                     self.call_kernel(name, symbol, value.args, step)
                     self.refs[var] = None
                     return

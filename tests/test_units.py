@@ -194,3 +194,19 @@ def test_constant_folding_repeats_until_shapes_settle(monkeypatch):
     assert pads in {i.name for i in folded.graph.initializer}, "pads folded to a constant"
     once_pads = next(n for n in once.graph.node if n.op_type == "Pad").input[1]
     assert once_pads not in {i.name for i in once.graph.initializer}, "one round is not enough here"
+
+
+def test_plan_and_emit_stages_do_not_import_tvm():
+    """Stages after lowering work on plain data: importing them must not load TVM (a
+    frontend's or the lowering's names live in neutral modules such as builtins.py)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import relay2cmake.plan, relay2cmake.emit.package, relay2cmake.emit.context, relay2cmake.golden\n"
+        "import relay2cmake.self_check, relay2cmake.builtins, relay2cmake.naming\n"
+        "assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('tvm'))[:5]\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

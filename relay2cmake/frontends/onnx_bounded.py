@@ -20,8 +20,7 @@ import math
 
 from tvm import relax
 
-# The ExternFunc names the converters call; the plan maps them to C builtins.
-BUILTINS = ("relay2cmake.nonzero", "relay2cmake.compress", "relay2cmake.unique")
+from relay2cmake.builtins import COMPRESS, NONZERO, UNIQUE
 
 # Element types the builtins read (they compare and copy whole bytes).
 _SUPPORTED_DTYPES = frozenset(
@@ -66,7 +65,7 @@ def nonzero(bb, inputs, attr):
     if not shape:
         raise NotImplementedError("NonZero of a 0-d tensor is not supported")
     bound = relax.TensorType((len(shape), math.prod(shape)), "int64")
-    call = bb.emit(relax.call_dps_packed("relay2cmake.nonzero", relax.Tuple([data]), out_ty=[bound, _COUNT]))
+    call = bb.emit(relax.call_dps_packed(NONZERO, relax.Tuple([data]), out_ty=[bound, _COUNT]))
     indices, count = bb.emit(relax.TupleGetItem(call, 0)), bb.emit(relax.TupleGetItem(call, 1))
     return indices, {indices: (1, count)}
 
@@ -81,7 +80,7 @@ def compress(bb, inputs, attr):
     view = bb.emit(relax.op.reshape(data, (outer, n, inner)))
     bound = relax.TensorType((outer, n, inner), dtype)
     call = bb.emit(
-        relax.call_dps_packed("relay2cmake.compress", relax.Tuple([view, condition]), out_ty=[bound, _COUNT])
+        relax.call_dps_packed(COMPRESS, relax.Tuple([view, condition]), out_ty=[bound, _COUNT])
     )
     count = bb.emit(relax.TupleGetItem(call, 1))
     out_shape = shape if axis is not None else [n]
@@ -106,7 +105,7 @@ def unique(bb, inputs, attr):
         relax.TensorType((3 * n,), "int64"),  # the builtin's working memory (sort order, merge)
     ]
     call = bb.emit(
-        relax.call_dps_packed("relay2cmake.unique", relax.Tuple([view, sorted_flag]), out_ty=out_ty)
+        relax.call_dps_packed(UNIQUE, relax.Tuple([view, sorted_flag]), out_ty=out_ty)
     )
     fields = [bb.emit(relax.TupleGetItem(call, i)) for i in range(5)]
     count = fields[4]

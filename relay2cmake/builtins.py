@@ -1,0 +1,20 @@
+"""The package builtins (``src/<prefix>_builtins.c``): the Relax extern-function names that
+frontends and rewrites emit and the plan turns into direct calls of
+``<prefix>_builtin_<last part>``. A neutral module: the plan reads these names without
+importing a frontend (or TVM)."""
+
+from __future__ import annotations
+
+# Operators whose output size depends on the data (frontends/onnx_bounded.py).
+NONZERO = "relay2cmake.nonzero"
+COMPRESS = "relay2cmake.compress"
+UNIQUE = "relay2cmake.unique"
+# Indices checked before a gather or scatter kernel uses them (index_checks.py).
+CHECK_INDICES = "relay2cmake.check_indices"
+
+BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, CHECK_INDICES)
+
+
+def builtin_symbol(prefix: str, name: str) -> str:
+    """The C function of builtin ``name``: ``relay2cmake.nonzero`` → ``<prefix>_builtin_nonzero``."""
+    return f"{prefix}_builtin_{name.rsplit('.', 1)[1]}"
