@@ -107,8 +107,13 @@ def _initializer_bytes(model: onnx.ModelProto, folder: Path) -> int:
 MAX_TENSOR_BYTES = 2**31
 
 
-def _check_tensor_sizes(model: onnx.ModelProto) -> None:
-    for name, (dtype, shape) in static_tensor_types(model).items():
+def _check_tensor_sizes(model: onnx.ModelProto, inputs: tuple[TensorSignature, ...]) -> None:
+    """Every input (from its signature) and every tensor whose shape ONNX infers."""
+    sizes = {s.name: (s.dtype, s.shape) for s in inputs}
+    onnx_names = {v: k for k, v in ONNX_DTYPES.items()}
+    sizes = {name: (onnx_names.get(dtype, 0), shape) for name, (dtype, shape) in sizes.items()}
+    sizes.update(static_tensor_types(model))
+    for name, (dtype, shape) in sizes.items():
         if any(d < 0 for d in shape):
             raise ModelError(f"Tensor {name!r} has a negative dimension {list(shape)}: the model is invalid.")
         itemsize = numpy_dtype(ONNX_DTYPES[dtype]).itemsize if dtype in ONNX_DTYPES else 8
@@ -317,7 +322,7 @@ def import_onnx(
         model = freeze_inputs(model, frozen) if frozen else model
         inputs = _input_signatures(model, input_shapes)
         set_input_shapes(model, {s.name: s.shape for s in inputs})
-        _check_tensor_sizes(model)
+        _check_tensor_sizes(model, inputs)
         source = model  # the references run this: before our folding, independent of it
         # Shape arithmetic and everything computed from constants become constants; this may
         # also remove operators TVM cannot convert.
