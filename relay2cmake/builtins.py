@@ -13,6 +13,8 @@ UNIQUE = "relay2cmake.unique"
 CHECK_INDICES = "relay2cmake.check_indices"
 
 BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, CHECK_INDICES)
+# In a builtin's text, "input #3" is model input 3; the plan replaces it with the input's name.
+INPUT_MARK = "input #"
 
 
 def builtin_symbol(prefix: str, name: str) -> str:

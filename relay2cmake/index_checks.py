@@ -13,9 +13,11 @@ Constant indices are checked here, at generation time, and wrapped in place.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from relay2cmake.builtins import CHECK_INDICES
+from relay2cmake.builtins import CHECK_INDICES, INPUT_MARK
 from relay2cmake.errors import ModelError
 from relay2cmake.relax_rewrite import rewrite_functions, static_shape
 
@@ -215,7 +217,13 @@ def check_indices(module):
             if isinstance(indices, tvm.ir.GenericConst):
                 wrapped = _wrapped_constant(operator, indices.value.numpy(), bounds)
                 return relax.const(wrapped, dtype)
-            args = [indices, tvm.ir.StringImm(_describe(operator, data_shape))]
+            site = _describe(operator, data_shape)
+            parameter = re.fullmatch(r"input_(\d+)", indices.name) if isinstance(indices, relax.Var) else None
+            if parameter:
+                # A model input (main's parameters are input_0, input_1, ...): the plan puts
+                # its own name in the message.
+                site += f" (indices from {INPUT_MARK}{parameter.group(1)})"
+            args = [indices, tvm.ir.StringImm(site)]
             args += [relax.prim_value(int(b)) for b in bounds]
             return self.builder_.emit(
                 relax.call_dps_packed(CHECK_INDICES, relax.Tuple(args), out_ty=indices.ty)

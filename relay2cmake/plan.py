@@ -8,13 +8,14 @@ I/O table. Nothing in it is a TVM object.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from relay2cmake import arena
-from relay2cmake.builtins import BUILTIN_FUNCTIONS, builtin_symbol
+from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import ImportedModel
 from relay2cmake.lowering import LoweredModel
@@ -243,6 +244,17 @@ class _Builder:
             return
         self.refs[var] = self.resolve(value)
 
+    def named_inputs(self, text: str) -> str:
+        """``input #3`` in a builtin's text → ``input 'ids'`` (the model's own name: untrusted
+        text, which the C literal encoder and the terminal filters handle)."""
+        inputs = self.imported.inputs
+
+        def name(match: re.Match) -> str:
+            index = int(match.group(1))
+            return f"input {inputs[index].name!r}" if index < len(inputs) else match.group(0)
+
+        return re.sub(re.escape(INPUT_MARK) + r"(\d+)", name, text)
+
     def call_kernel(self, name: str, symbol: str, args, step: int) -> None:
         import tvm
 
@@ -253,7 +265,7 @@ class _Builder:
                 continue
             if isinstance(arg, tvm.ir.StringImm):
                 packed.append(Arg("int", len(self.texts)))
-                self.texts.append(str(arg.value))
+                self.texts.append(self.named_inputs(str(arg.value)))
                 continue
             ref = self.resolve(arg)
             if not isinstance(ref, int):

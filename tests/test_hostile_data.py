@@ -154,7 +154,8 @@ def test_out_of_range_indices_stop_the_run_cleanly(indexing_builds, kernels, tmp
         assert result.returncode != 0, what
         sanitizer_report = "Sanitizer" in result.stderr or "runtime error" in result.stderr
         assert not sanitizer_report, (what, result.stderr)
-        assert f"{operator} on a 5x4 tensor: index {value} is outside" in result.stderr, (what, result.stderr)
+        site = f"{operator} on a 5x4 tensor (indices from input '{name}')"
+        assert f"{site}: index {value} is outside" in result.stderr, (what, result.stderr)
         assert not out.exists() or not any(out.iterdir()), f"{what}: outputs written"
 
 

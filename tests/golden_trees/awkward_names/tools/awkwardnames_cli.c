@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
   }
   status = awkwardnames_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, AWKWARDNAMES_NUM_OUTPUTS);
   if (status != AWKWARDNAMES_OK) {
-    fprintf(stderr, "awkwardnames_cli: run failed: %s (%s)\n", awkwardnames_status_string(status), awkwardnames_last_error(context));
+    char message[512];
+    fprintf(stderr, "awkwardnames_cli: run failed: %s (%s)\n", awkwardnames_status_string(status),
+            printable(awkwardnames_last_error(context), message, sizeof(message)));
     goto done;
   }
   if (bench > 0) {

@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
   }
   status = passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);
   if (status != PASSTHROUGH_OK) {
-    fprintf(stderr, "passthrough_cli: run failed: %s (%s)\n", passthrough_status_string(status), passthrough_last_error(context));
+    char message[512];
+    fprintf(stderr, "passthrough_cli: run failed: %s (%s)\n", passthrough_status_string(status),
+            printable(passthrough_last_error(context), message, sizeof(message)));
     goto done;
   }
   if (bench > 0) {
