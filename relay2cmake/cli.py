@@ -168,8 +168,6 @@ def gen(
         if name is not None:
             check_package_name(name)
         shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
-        if tuning_db is not None and not tuning_db.is_file():
-            raise UserError(f"--tuning-db {str(tuning_db)!r} does not exist.")
 
         from relay2cmake.generate import GenerateOptions, generate
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from relay2cmake.builtins import CHECK_INDICES, INPUT_MARK
 from relay2cmake.errors import ModelError
-from relay2cmake.relax_rewrite import rewrite_functions, static_shape
+from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
 
 # Relax operator → the name a user knows it by (ONNX's, which PyTorch's indexing maps to).
 _OPERATORS = {
@@ -46,22 +46,22 @@ _COORDINATE_OPERATORS = {
 _GRID_LIMIT = 1e4
 
 
-def _bounds(name: str, call, data_shape: list[int], indices_shape: list[int]) -> list[list[int]] | None:
-    """Per indices argument (in the call's order), the bounds its last axis cycles through
-    (one bound: every index has it). None: this call needs no check."""
+def _bounds(name: str, call, data_shape: list[int], indices_shape: list[int]) -> list[int] | None:
+    """The bounds the indices' last axis cycles through (one bound: every index has it).
+    None: this call needs no check."""
     attrs = call.attrs
     if name == "relax.take":
         if str(attrs.mode) != "fast":
             return None  # "clip" and "wrap" keep indices in range themselves
         axis = attrs.axis
-        return [[int(np.prod(data_shape))] if axis is None else [data_shape[int(axis)]]]
+        return [int(np.prod(data_shape))] if axis is None else [data_shape[int(axis)]]
     if name in ("relax.gather_elements", "relax.scatter_elements"):
-        return [[data_shape[int(attrs.axis)]]]
+        return [data_shape[int(attrs.axis)]]
     if name == "relax.gather_nd":
         batch = int(attrs.batch_dims)
-        return [data_shape[batch : batch + indices_shape[-1]]]
+        return data_shape[batch : batch + indices_shape[-1]]
     if name == "relax.scatter_nd":
-        return [data_shape[: indices_shape[-1]]]
+        return data_shape[: indices_shape[-1]]
     return None
 
 
@@ -111,9 +111,9 @@ def check_indices(module):
             if data_shape is None or indices_shape is None:
                 raise ModelError(f"{operator} needs static shapes to check its indices.")
             bounds = _bounds(name, call, data_shape, indices_shape)
-            if bounds is None or not bounds[0]:
+            if not bounds:
                 return call
-            checked = self._checked(indices, bounds[0], operator, data_shape)
+            checked = self._checked(indices, bounds, operator, data_shape)
             return relax.Call(call.op, [call.args[0], checked, *call.args[2:]], call.attrs, call.ty_args)
 
         def _coordinates(self, call, name, data_shape):
@@ -140,9 +140,7 @@ def check_indices(module):
 
         def _per_axis_indices(self, call, operator, data_shape):
             """index_tensor / index_put: the i-th indices tensor indexes axis i."""
-            fields = call.args[1]
-            if isinstance(fields, relax.Var):
-                fields = self.lookup_binding(fields)
+            fields = constant_or_self(self, call.args[1])
             if not isinstance(fields, relax.Tuple) or data_shape is None:
                 raise ModelError(f"{operator} with indices the checker cannot see is not supported.")
             checked = [
@@ -153,16 +151,13 @@ def check_indices(module):
                 call.op, [call.args[0], relax.Tuple(checked), *call.args[2:]], call.attrs, call.ty_args
             )
 
-        def _bound(self, expr):
-            return self.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
-
         def _before_wrapping(self, indices):
             """The indices before TVM's ONNX importer wrapped them (``where(i < 0, i + n, i)``):
             the check wraps once itself, and a second wrap would accept [-2n, -n)."""
-            call = self._bound(indices)
+            call = constant_or_self(self, indices)
             if not (isinstance(call, relax.Call) and call.op == where):
                 return indices
-            condition, shifted, raw = (self._bound(a) for a in call.args)
+            condition, shifted = (constant_or_self(self, a) for a in call.args[:2])
             if not (isinstance(condition, relax.Call) and condition.op == less):
                 return indices
             if not (isinstance(shifted, relax.Call) and shifted.op == add):
@@ -176,14 +171,13 @@ def check_indices(module):
                 and not zero.value.numpy().any()
             ):
                 return indices
-            del raw
             return original
 
         def _before_narrowing(self, indices):
             """The int64 tensor ``indices`` was narrowed (and perhaps reshaped) from, or None."""
             expr = indices
             while True:
-                call = self._bound(expr)
+                call = constant_or_self(self, expr)
                 if isinstance(call, relax.Call) and call.op == reshape:
                     expr = call.args[0]
                     continue

@@ -52,8 +52,9 @@ def _library_names() -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _is_library_name(name: str) -> bool:
+    """Declared by the C library headers (POSIX reserves every ``*_t``), or C++'s ``std``."""
     macros, others = _library_names()
-    return name in macros or name in others or name.endswith("_t")  # POSIX reserves *_t
+    return name in macros or name in others or name.endswith("_t") or name == "std"
 
 
 # fullmatch, not match with "$": "$" also matches before a trailing newline ("1.0.0\n").
@@ -66,11 +67,11 @@ SYSTEM_LIBRARIES = frozenset({"c", "m", "dl", "rt", "pthread", "util", "gcc", "g
 def package_name_from_path(stem: str) -> str:
     """Derive a CMake package name from a file stem: ``resnet-50_v2`` → ``Resnet50V2``."""
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", stem) if p]
-    name = "".join(p[:1].upper() + p[1:] for p in parts).replace("__", "_")
+    name = "".join(p[:1].upper() + p[1:] for p in parts)
     if not name or not name[0].isalpha():
         name = "Model" + name
     prefix = c_prefix(name)
-    if prefix in SYSTEM_LIBRARIES or prefix in RESERVED or _is_library_name(prefix) or prefix == "std":
+    if prefix in SYSTEM_LIBRARIES or prefix in RESERVED or _is_library_name(prefix):
         name = name + "Model"  # m.onnx → MModel, not a target "m" that shadows libm
     return name
 
@@ -90,7 +91,7 @@ def check_package_name(name: str) -> str:
             f"--name {name!r} gives the library name {c_prefix(name)!r}, which is a system library "
             "(the link would go to the wrong one); choose another."
         )
-    if _is_library_name(c_prefix(name)) or c_prefix(name) == "std":
+    if _is_library_name(c_prefix(name)):
         raise UserError(
             f"--name {name!r} gives the C prefix {c_prefix(name)!r}, a name the C library already "
             "declares (the C++ namespace and the library would clash with it); choose another."

@@ -24,8 +24,8 @@ def static_shape(expr) -> list[int] | None:
 
 
 def constant_or_self(mutator, expr):
-    """The constant a dataflow variable is bound to (a folded transpose's result, as the
-    mutator emitted it), or ``expr`` itself."""
+    """What a dataflow variable is bound to (a folded transpose's constant, or the call that
+    computed it, as the mutator saw or emitted it), or ``expr`` itself."""
     from tvm import relax
 
     if isinstance(expr, relax.Var):

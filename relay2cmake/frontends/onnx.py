@@ -109,14 +109,13 @@ MAX_TENSOR_BYTES = 2**31
 
 def _check_tensor_sizes(model: onnx.ModelProto, inputs: tuple[TensorSignature, ...]) -> None:
     """Every input (from its signature) and every tensor whose shape ONNX infers."""
-    sizes = {s.name: (s.dtype, s.shape) for s in inputs}
-    onnx_names = {v: k for k, v in ONNX_DTYPES.items()}
-    sizes = {name: (onnx_names.get(dtype, 0), shape) for name, (dtype, shape) in sizes.items()}
-    sizes.update(static_tensor_types(model))
-    for name, (dtype, shape) in sizes.items():
+    sizes = {s.name: (s.shape, numpy_dtype(s.dtype).itemsize) for s in inputs}
+    for name, (elem_type, shape) in static_tensor_types(model).items():
+        itemsize = numpy_dtype(ONNX_DTYPES[elem_type]).itemsize if elem_type in ONNX_DTYPES else 8
+        sizes[name] = (shape, itemsize)
+    for name, (shape, itemsize) in sizes.items():
         if any(d < 0 for d in shape):
             raise ModelError(f"Tensor {name!r} has a negative dimension {list(shape)}: the model is invalid.")
-        itemsize = numpy_dtype(ONNX_DTYPES[dtype]).itemsize if dtype in ONNX_DTYPES else 8
         nbytes = math.prod(shape) * itemsize
         if nbytes > MAX_TENSOR_BYTES:
             raise ModelError(

@@ -79,9 +79,7 @@ def compress(bb, inputs, attr):
     condition = bb.emit(relax.op.reshape(condition, (-1,)))
     view = bb.emit(relax.op.reshape(data, (outer, n, inner)))
     bound = relax.TensorType((outer, n, inner), dtype)
-    call = bb.emit(
-        relax.call_dps_packed(COMPRESS, relax.Tuple([view, condition]), out_ty=[bound, _COUNT])
-    )
+    call = bb.emit(relax.call_dps_packed(COMPRESS, relax.Tuple([view, condition]), out_ty=[bound, _COUNT]))
     count = bb.emit(relax.TupleGetItem(call, 1))
     out_shape = shape if axis is not None else [n]
     selected = bb.emit(relax.op.reshape(bb.emit(relax.TupleGetItem(call, 0)), out_shape))
@@ -104,9 +102,7 @@ def unique(bb, inputs, attr):
         _COUNT,
         relax.TensorType((3 * n,), "int64"),  # the builtin's working memory (sort order, merge)
     ]
-    call = bb.emit(
-        relax.call_dps_packed(UNIQUE, relax.Tuple([view, sorted_flag]), out_ty=out_ty)
-    )
+    call = bb.emit(relax.call_dps_packed(UNIQUE, relax.Tuple([view, sorted_flag]), out_ty=out_ty))
     fields = [bb.emit(relax.TupleGetItem(call, i)) for i in range(5)]
     count = fields[4]
     values = bb.emit(relax.op.reshape(fields[0], shape if axis is not None else [n]))
