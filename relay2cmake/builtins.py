@@ -9,10 +9,13 @@ from __future__ import annotations
 NONZERO = "relay2cmake.nonzero"
 COMPRESS = "relay2cmake.compress"
 UNIQUE = "relay2cmake.unique"
+NON_MAX_SUPPRESSION = "relay2cmake.non_max_suppression"
+# TopK, Sort and ArgSort (sorting.py): TVM's kernels for them call tvm.contrib.sort at run time.
+SORT = "relay2cmake.sort"
 # Indices checked before a gather or scatter kernel uses them (index_checks.py).
 CHECK_INDICES = "relay2cmake.check_indices"
 
-BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, CHECK_INDICES)
+BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, NON_MAX_SUPPRESSION, SORT, CHECK_INDICES)
 # In a builtin's text, "input #3" is model input 3; the plan replaces it with the input's name.
 INPUT_MARK = "input #"
 

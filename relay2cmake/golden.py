@@ -58,13 +58,18 @@ class UnconfirmedReference(ModelError):
 INTEGER_RANGES = (4, 2, 1)
 
 
-def make_inputs(imported: ImportedModel, seed: int = SEED, integer_high: int = 4) -> tuple[np.ndarray, ...]:
+def make_inputs(
+    imported: ImportedModel, seed: int = SEED, integer_high: int = 4, unit_floats: bool = False
+) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
     arrays = []
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
         if dtype.kind == "f" or signature.dtype in RAW_BITS:
-            array = rng.standard_normal(signature.shape) + INPUT_MEAN
+            if unit_floats:
+                array = rng.uniform(0.0, 1.0, signature.shape)
+            else:
+                array = rng.standard_normal(signature.shape) + INPUT_MEAN
             if signature.dtype == "float8_e8m0fnu":  # powers of two only: no sign, no zero
                 array = np.abs(array) + 0.25
             array = array.astype(dtype)
@@ -197,14 +202,30 @@ def compute(
 ) -> GoldenData:
     """Seeded inputs, and the outputs of the most trusted path that a second path confirms."""
     paths = reference_paths(imported) if paths is None else paths
-    has_integers = any(numpy_dtype(s.dtype).kind in "iu" for s in imported.inputs)
-    ranges = INTEGER_RANGES if has_integers else INTEGER_RANGES[:1]
-    for high in ranges[:-1]:
+    attempts = _input_attempts(imported)
+    for high, unit_floats in attempts[:-1]:
         try:
-            return _compute(imported, make_inputs(imported, integer_high=high), False, paths)
+            return _compute(
+                imported, make_inputs(imported, integer_high=high, unit_floats=unit_floats), False, paths
+            )
         except UnconfirmedReference:
             continue
-    return _compute(imported, make_inputs(imported, integer_high=ranges[-1]), accept_unconfirmed, paths)
+    high, unit_floats = attempts[-1]
+    inputs = make_inputs(imported, integer_high=high, unit_floats=unit_floats)
+    return _compute(imported, inputs, accept_unconfirmed, paths)
+
+
+def _input_attempts(imported: ImportedModel) -> list[tuple[int, bool]]:
+    """(integer range, floats in [0, 1)) for each draw of golden inputs, until references agree:
+    narrower integers (see INTEGER_RANGES), then floats in [0, 1) as well, for inputs that are
+    probabilities or thresholds (NonMaxSuppression's IoU threshold: ONNX Runtime refuses one
+    outside [0, 1])."""
+    kinds = {numpy_dtype(s.dtype).kind for s in imported.inputs}
+    ranges = INTEGER_RANGES if kinds & {"i", "u"} else INTEGER_RANGES[:1]
+    attempts = [(high, False) for high in ranges]
+    if "f" in kinds:
+        attempts.append((ranges[-1], True))
+    return attempts
 
 
 def _compute(

@@ -23,6 +23,7 @@ from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.index_checks import check_indices
 from relay2cmake.nhwc import convolutions_channels_last
+from relay2cmake.sorting import sort_builtins
 from relay2cmake.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
@@ -327,7 +328,8 @@ class Rewrite:
 
 
 def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
-    """In order: data-dependent indices checked at run time (safety), NaN-keeping Sign and
+    """In order: data-dependent indices checked at run time (safety), sorting as a package
+    builtin (TVM's sort kernels look up the TVM runtime), NaN-keeping Sign and
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; 2-D convolutions channels-last (3x3
@@ -335,6 +337,7 @@ def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
     matmul weights packed, erf and softmax made vectorizable are optimisations."""
     return [
         Rewrite("index-checks", check_indices, optional=False),
+        Rewrite("sorting", sort_builtins, optional=False),
         Rewrite("onnx-numerics", onnx_numerics, optional=False),
         Rewrite("if-to-select", if_to_select, optional=False),
         Rewrite("float16-mod", widen_float16_mod, optional=False),

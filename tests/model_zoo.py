@@ -492,9 +492,17 @@ def dense_family() -> onnx.ModelProto:
 
 
 def data_dependent() -> onnx.ModelProto:
-    """Outputs whose size depends on the data: NonZero, Unique (sorted, four outputs) and
-    Compress along an axis. The package returns them as bounded outputs."""
+    """Outputs whose size depends on the data: NonZero, Unique (sorted, four outputs),
+    Compress along an axis and NonMaxSuppression (two classes, corners in either order). The
+    package returns them as bounded outputs. Beside them, TopK (largest along the first
+    axis, smallest along the last) and an index read through TopK's indices."""
     nodes = [
+        helper.make_node("TopK", ["x", "k3"], ["top_values", "top_indices"], axis=0),
+        helper.make_node("TopK", ["x", "k2"], ["low_values", "low_indices"], axis=-1, largest=0),
+        helper.make_node("GatherElements", ["x", "low_indices"], ["low_again"], axis=1),
+        helper.make_node(
+            "NonMaxSuppression", ["boxes", "box_scores", "max_boxes", "iou", "min_score"], ["selected"]
+        ),
         helper.make_node("Greater", ["x", "zero"], ["positive"]),
         helper.make_node("NonZero", ["positive"], ["where_positive"], name="where"),
         helper.make_node("Round", ["x"], ["rounded"]),
@@ -510,18 +518,30 @@ def data_dependent() -> onnx.ModelProto:
             ("first", ["u"]),
             ("inverse", [24]),
             ("counts", ["u"]),
+            ("top_indices", [3, 4]),
+            ("low_indices", [6, 2]),
+            ("selected", ["s", 3]),
         )
     ]
     graph = helper.make_graph(
         nodes,
         "data_dependent",
-        [_float_info("x", [6, 4])],
-        [int64_info[0], _float_info("values", ["u"]), *int64_info[1:], _float_info("rows", ["r", 4])],
+        [_float_info("x", [6, 4]), _float_info("boxes", [1, 24, 4]), _float_info("box_scores", [1, 2, 24])],
+        [
+            int64_info[0], _float_info("values", ["u"]), *int64_info[1:4], _float_info("rows", ["r", 4]),
+            _float_info("top_values", [3, 4]), int64_info[4], _float_info("low_values", [6, 2]),
+            int64_info[5], _float_info("low_again", [6, 2]), int64_info[6],
+        ],
         initializer=[
             _const("zero", np.array(0.0, dtype=np.float32)),
             _const("axis1", np.array([1], dtype=np.int64)),
+            _const("k3", np.array([3], dtype=np.int64)),
+            _const("k2", np.array([2], dtype=np.int64)),
+            _const("max_boxes", np.array([5], dtype=np.int64)),
+            _const("iou", np.array([0.3], dtype=np.float32)),
+            _const("min_score", np.array([0.2], dtype=np.float32)),
         ],
-    )
+    )  # fmt: skip
     return _model(graph)
 
 

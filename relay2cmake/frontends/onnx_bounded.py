@@ -1,4 +1,4 @@
-"""NonZero, Compress and Unique: operators whose output size depends on the data.
+"""NonZero, Compress, Unique and NonMaxSuppression: operators whose output size depends on the data.
 
 A static plan cannot size such a tensor, so each becomes a call to a package builtin (C in
 ``src/<prefix>_builtins.c``, no run-time look-up) that writes into a buffer sized for the worst
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from tvm import relax
 
-from relay2cmake.builtins import COMPRESS, NONZERO, UNIQUE
+from relay2cmake.builtins import COMPRESS, NON_MAX_SUPPRESSION, NONZERO, UNIQUE
 
 # Element types the builtins read (they compare and copy whole bytes).
 _SUPPORTED_DTYPES = frozenset(
@@ -110,11 +111,65 @@ def unique(bb, inputs, attr):
     return relax.Tuple([values, fields[1], fields[2], fields[3]]), marks
 
 
-CONVERTERS = {"NonZero": nonzero, "Compress": compress, "Unique": unique}
+def _constant_scalar(expr):
+    """The value of a constant scalar input, else None (a run-time input, or absent)."""
+    import tvm
+
+    if isinstance(expr, tvm.ir.GenericConst) and expr.value.numpy().size == 1:
+        return expr.value.numpy().reshape(()).item()
+    return None
+
+
+def _scalar_input(expr, default, dtype: str):
+    """A scalar input as a 1-element tensor (a constant of ``default`` when absent)."""
+    if expr is None:
+        return relax.const(np.asarray([default], dtype=dtype))
+    shape = _shape(expr)
+    if math.prod(shape) != 1:
+        raise ValueError(f"NonMaxSuppression takes scalars for its thresholds, not a {shape} tensor")
+    return expr
+
+
+def non_max_suppression(bb, inputs, attr):
+    boxes, scores = inputs[0], inputs[1]
+    rest = [*inputs[2:], None, None, None][:3]
+    max_per_class, iou_threshold, score_threshold = rest
+    for name, value in (("boxes", boxes), ("scores", scores)):
+        if not str(value.ty.dtype).startswith("float"):
+            raise NotImplementedError(f"NonMaxSuppression takes float {name}, not {value.ty.dtype}")
+    batches, count, corners = _shape(boxes)
+    score_batches, classes, score_count = _shape(scores)
+    if corners != 4 or (score_batches, score_count) != (batches, count):
+        raise ValueError(f"NonMaxSuppression boxes {_shape(boxes)} do not match scores {_shape(scores)}")
+    known_max = _constant_scalar(max_per_class)
+    per_class = count if known_max is None else max(0, min(count, int(known_max)))
+    bound = relax.TensorType((batches * classes * per_class, 3), "int64")
+    args = [
+        boxes,
+        scores,
+        _scalar_input(max_per_class, 0, "int64"),  # ONNX: absent means no box is kept
+        _scalar_input(iou_threshold, 0.0, "float32"),
+        _scalar_input(score_threshold, 0.0, "float32"),
+        relax.prim_value(int(score_threshold is not None)),
+        relax.prim_value(int(attr.get("center_point_box", 0))),
+    ]
+    out_ty = [bound, _COUNT, relax.TensorType((3 * count,), "int64")]  # work: order, merge, kept
+    call = bb.emit(relax.call_dps_packed(NON_MAX_SUPPRESSION, relax.Tuple(args), out_ty=out_ty))
+    selected, extent = bb.emit(relax.TupleGetItem(call, 0)), bb.emit(relax.TupleGetItem(call, 1))
+    return selected, {selected: (0, extent)}
+
+
+CONVERTERS = {
+    "NonZero": nonzero,
+    "Compress": compress,
+    "Unique": unique,
+    "NonMaxSuppression": non_max_suppression,
+}
 
 
 def consumer_error(op_name: str) -> NotImplementedError:
     return NotImplementedError(
-        f"{op_name} uses the output of NonZero, Compress or Unique, whose size depends on the data; "
+        f"{op_name} uses the output of NonZero, Compress, Unique or NonMaxSuppression, whose size "
+        "depends on the data; "
         "relay2cmake supports those only as model outputs (a static plan cannot size what follows)"
     )

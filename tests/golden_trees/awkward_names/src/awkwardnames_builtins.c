@@ -4,9 +4,11 @@
  */
 /*
  * Builtins: the operators whose output size depends on the data (NonZero, Compress,
- * Unique). Each writes into a buffer sized for the worst case, laid out compactly as the
- * actual shape would be (the tail is zeroed), and stores the actual extent in an int64[1]
- * tensor. They take the kernels' calling convention, so the step table calls them alike.
+ * Unique, NonMaxSuppression), sorting (TopK, Sort, ArgSort: TVM's kernels would look up
+ * tvm.contrib.sort at run time) and the index check. The first kind writes into a buffer
+ * sized for the worst case, laid out compactly as the actual shape would be (the tail is
+ * zeroed), and stores the actual extent in an int64[1] tensor. They take the kernels'
+ * calling convention, so the step table calls them alike.
  * This file is the same for every model; the linker drops what a model does not call.
  */
 #include <math.h>
@@ -278,6 +280,183 @@ int32_t awkwardnames_builtin_unique(void* self, void* args, int32_t num_args, vo
   awkwardnames_zero_tail(first_tensor, (size_t)k * sizeof(int64_t));
   awkwardnames_zero_tail(counts_tensor, (size_t)k * sizeof(int64_t));
   extent[0] = k;
+  return 0;
+}
+
+/* One line of a tensor [outer, n, inner] along its middle axis: element j is at base + j * stride. */
+typedef struct awkwardnames_line {
+  const DLTensor* tensor;
+  int64_t base, stride;
+  int descending;
+} awkwardnames_line;
+
+/* Ascending or descending element order within a line; NaN counts as the largest value
+ * (PyTorch's rule, and NumPy's for ascending sorts). */
+static int awkwardnames_compare_in_line(const void* context, int64_t a, int64_t b) {
+  const awkwardnames_line* line = (const awkwardnames_line*)context;
+  int order = awkwardnames_compare_elements(line->tensor, line->base + a * line->stride, line->base + b * line->stride);
+  return line->descending ? -order : order;
+}
+
+static void awkwardnames_store_index(DLTensor* tensor, int64_t at, int64_t value) {
+  if (tensor->dtype.bits == 64) {
+    ((int64_t*)tensor->data)[at] = value;
+  } else {
+    ((int32_t*)tensor->data)[at] = (int32_t)value;
+  }
+}
+
+/* sort(x [outer, n, inner], k, descending) -> values, indices [outer, k, inner]: the first k
+ * of each line in sorted order (TopK, Sort, ArgSort). Stable: equal values keep their order,
+ * so the lower index comes first (ONNX TopK's rule). work holds 2n int64. */
+int32_t awkwardnames_builtin_sort(void* self, void* args, int32_t num_args, void* result) {
+  const DLTensor* x = awkwardnames_arg_tensor(args, 0);
+  int64_t k = ((TVMFFIAny*)args)[1].v_int64;
+  DLTensor* values = awkwardnames_arg_tensor(args, 3);
+  DLTensor* indices = awkwardnames_arg_tensor(args, 4);
+  int64_t* work = (int64_t*)awkwardnames_arg_tensor(args, 5)->data;
+  int64_t outer = x->shape[0], n = x->shape[1], inner = x->shape[2], o, i, j;
+  size_t width = awkwardnames_element_bytes(x);
+  awkwardnames_line line;
+  (void)self;
+  (void)num_args;
+  (void)result;
+  line.tensor = x;
+  line.stride = inner;
+  line.descending = ((TVMFFIAny*)args)[2].v_int64 != 0;
+  for (o = 0; o < outer; ++o) {
+    for (i = 0; i < inner; ++i) {
+      line.base = o * n * inner + i;
+      for (j = 0; j < n; ++j) work[j] = j;
+      awkwardnames_merge_sort(work, work + n, n, awkwardnames_compare_in_line, &line);
+      for (j = 0; j < k; ++j) {
+        int64_t to = (o * k + j) * inner + i;
+        memcpy((unsigned char*)values->data + (size_t)to * width,
+               (const unsigned char*)x->data + (size_t)(line.base + work[j] * inner) * width, width);
+        awkwardnames_store_index(indices, to, work[j]);
+      }
+    }
+  }
+  return 0;
+}
+
+/* Element 0 of a scalar input as a double (any float or integer dtype). */
+static double awkwardnames_scalar(const DLTensor* tensor) {
+  if (awkwardnames_is_float(tensor)) return awkwardnames_float_value(tensor, 0);
+  if (tensor->dtype.code == 0) {
+    unsigned shift = 64u - tensor->dtype.bits;
+    return (double)((int64_t)(awkwardnames_bits(tensor, 0) << shift) >> shift);
+  }
+  return (double)awkwardnames_bits(tensor, 0);
+}
+
+/* Box i of boxes [N, 4] as (x_min, y_min, x_max, y_max); corners [y1, x1, y2, x2] in either
+ * order, or [x_center, y_center, width, height] when center_point_box is 1 (ONNX). */
+static void awkwardnames_box(const DLTensor* boxes, int64_t first, int center, float* out) {
+  float v[4];
+  int c;
+  for (c = 0; c < 4; ++c) v[c] = (float)awkwardnames_float_value(boxes, first + c);
+  if (center) {
+    out[0] = v[0] - v[2] / 2.0f;
+    out[1] = v[1] - v[3] / 2.0f;
+    out[2] = v[0] + v[2] / 2.0f;
+    out[3] = v[1] + v[3] / 2.0f;
+  } else {
+    out[0] = v[1] < v[3] ? v[1] : v[3];
+    out[1] = v[0] < v[2] ? v[0] : v[2];
+    out[2] = v[1] < v[3] ? v[3] : v[1];
+    out[3] = v[0] < v[2] ? v[2] : v[0];
+  }
+}
+
+/* Whether two boxes overlap by more than the IoU threshold (as ONNX Runtime decides it: no
+ * overlap, or a box without area, never suppresses). */
+static int awkwardnames_overlaps(const float* a, const float* b, float threshold) {
+  float left = a[0] > b[0] ? a[0] : b[0], top = a[1] > b[1] ? a[1] : b[1];
+  float right = a[2] < b[2] ? a[2] : b[2], bottom = a[3] < b[3] ? a[3] : b[3];
+  float area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
+  float intersection, union_area;
+  if (right <= left || bottom <= top || area_a <= 0.0f || area_b <= 0.0f) return 0;
+  intersection = (right - left) * (bottom - top);
+  union_area = area_a + area_b - intersection;
+  if (union_area <= 0.0f) return 0;
+  return intersection / union_area > threshold;
+}
+
+typedef struct awkwardnames_scores {
+  const DLTensor* tensor;
+  int64_t base;
+} awkwardnames_scores;
+
+/* Higher score first; equal scores keep the lower box index first. */
+static int awkwardnames_compare_scores(const void* context, int64_t a, int64_t b) {
+  const awkwardnames_scores* s = (const awkwardnames_scores*)context;
+  return -awkwardnames_compare_elements(s->tensor, s->base + a, s->base + b);
+}
+
+/* NonMaxSuppression(boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class,
+ * iou_threshold, score_threshold, has_score_threshold, center_point_box) -> selected
+ * [batch, class, box] rows (bound [B * C * min(N, max), 3]), extent; work holds 3n int64.
+ * Per batch and class, greedily: the best remaining box whose score passes the threshold is
+ * kept unless it overlaps a kept one by more than the IoU threshold. An IoU threshold
+ * outside [0, 1] stops the run. */
+int32_t awkwardnames_builtin_non_max_suppression(void* self, void* args, int32_t num_args, void* result) {
+  const TVMFFIAny* any = (const TVMFFIAny*)args;
+  const DLTensor* boxes = awkwardnames_arg_tensor(args, 0);
+  const DLTensor* scores = awkwardnames_arg_tensor(args, 1);
+  double max_per_class = awkwardnames_scalar(awkwardnames_arg_tensor(args, 2));
+  float iou_threshold = (float)awkwardnames_scalar(awkwardnames_arg_tensor(args, 3));
+  double score_threshold = awkwardnames_scalar(awkwardnames_arg_tensor(args, 4));
+  int has_score_threshold = any[5].v_int64 != 0, center = any[6].v_int64 != 0;
+  DLTensor* selected_tensor = awkwardnames_arg_tensor(args, 7);
+  int64_t* selected = (int64_t*)selected_tensor->data;
+  int64_t* extent = (int64_t*)awkwardnames_arg_tensor(args, 8)->data;
+  int64_t* work = (int64_t*)awkwardnames_arg_tensor(args, 9)->data;
+  int64_t batches = scores->shape[0], classes = scores->shape[1], n = scores->shape[2];
+  int64_t capacity = selected_tensor->shape[0], limit, count = 0, b, c, i, j;
+  int64_t *order = work, *kept = work + 2 * n;
+  awkwardnames_scores context;
+  (void)self;
+  (void)num_args;
+  (void)result;
+  if (!(iou_threshold >= 0.0f && iou_threshold <= 1.0f)) {  /* ONNX Runtime refuses it too */
+    const char* parts[1];
+    parts[0] = "iou_threshold is outside [0, 1]";
+    awkwardnames_backend_set_error("NonMaxSuppression", parts, 1);
+    return AWKWARDNAMES_BUILTIN_INVALID_INPUT;
+  }
+  /* A NaN or negative maximum keeps nothing, as 0 does; the bound caps the rest. */
+  limit = max_per_class > 0.0 ? (max_per_class < (double)n ? (int64_t)max_per_class : n) : 0;
+  context.tensor = scores;
+  for (b = 0; b < batches; ++b) {
+    for (c = 0; c < classes; ++c) {
+      int64_t candidates = 0, kept_count = 0;
+      context.base = (b * classes + c) * n;
+      for (i = 0; i < n && limit > 0; ++i) {
+        double score = awkwardnames_float_value(scores, context.base + i);
+        if (!has_score_threshold || score > score_threshold) order[candidates++] = i;
+      }
+      awkwardnames_merge_sort(order, work + n, candidates, awkwardnames_compare_scores, &context);
+      for (i = 0; i < candidates && kept_count < limit && count < capacity; ++i) {
+        float box[4];
+        int suppressed = 0;
+        awkwardnames_box(boxes, (b * n + order[i]) * 4, center, box);
+        for (j = 0; j < kept_count && !suppressed; ++j) {
+          float other[4];
+          awkwardnames_box(boxes, (b * n + kept[j]) * 4, center, other);
+          suppressed = awkwardnames_overlaps(box, other, iou_threshold);
+        }
+        if (suppressed) continue;
+        kept[kept_count++] = order[i];
+        selected[count * 3] = b;
+        selected[count * 3 + 1] = c;
+        selected[count * 3 + 2] = order[i];
+        ++count;
+      }
+    }
+  }
+  awkwardnames_zero_tail(selected_tensor, (size_t)(count * 3) * sizeof(int64_t));
+  extent[0] = count;
   return 0;
 }
 
