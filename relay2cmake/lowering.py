@@ -23,10 +23,10 @@ from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.index_checks import check_indices
 from relay2cmake.nhwc import convolutions_channels_last
-from relay2cmake.sorting import sort_builtins
 from relay2cmake.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
 from relay2cmake.packed_matmul import pack_matmul_weights
 from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
+from relay2cmake.sorting import sort_builtins
 from relay2cmake.targets import KernelTarget
 from relay2cmake.tuning import TuningDatabase
 
@@ -327,21 +327,23 @@ class Rewrite:
     optional: bool = True
 
 
-def relax_rewrites(winograd: bool = True) -> list[Rewrite]:
+def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> list[Rewrite]:
     """In order: data-dependent indices checked at run time (safety), sorting as a package
     builtin (TVM's sort kernels look up the TVM runtime), NaN-keeping Sign and
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
-    matmul weights packed, erf and softmax made vectorizable are optimisations."""
+    matmul weights packed, erf and softmax made vectorizable are optimisations. A rewrite that
+    declines part of its work (channels-last, around an operator layout conversion cannot
+    pass) appends one line per decline to ``notes``."""
     return [
         Rewrite("index-checks", check_indices, optional=False),
         Rewrite("sorting", sort_builtins, optional=False),
         Rewrite("onnx-numerics", onnx_numerics, optional=False),
         Rewrite("if-to-select", if_to_select, optional=False),
         Rewrite("float16-mod", widen_float16_mod, optional=False),
-        Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd)),
+        Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes)),
         Rewrite("constant-transposes", fold_constant_transposes),
         Rewrite("packed-matmul", pack_matmul_weights),
         Rewrite("fast-math", vectorizable_math),
@@ -358,13 +360,15 @@ def _reason(exc: BaseException) -> str:
 def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = frozenset()):
     """The rewrites every kernel set shares; returns the module, the optional rewrites that
     applied, and one line per rewrite that raised (declined)."""
-    applied, fallbacks = [], []
+    applied, fallbacks, notes = [], [], []
     winograd = winograd and WINOGRAD not in declined
-    for rewrite in relax_rewrites(winograd):
+    for rewrite in relax_rewrites(winograd, notes):
         if rewrite.optional and rewrite.name in declined:
             continue
+        notes.clear()
         try:
             module = rewrite.apply(module)
+            fallbacks.extend(notes)
         except Exception as exc:
             if not rewrite.optional:
                 if isinstance(exc, ModelError):
@@ -374,9 +378,11 @@ def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = froz
             if rewrite.name == "channels-last" and winograd:
                 # Winograd is part of this rewrite: channels-last may still work without it.
                 try:
-                    without = next(r for r in relax_rewrites(False) if r.name == rewrite.name)
+                    without = next(r for r in relax_rewrites(False, notes) if r.name == rewrite.name)
+                    notes.clear()
                     module = without.apply(module)
                     fallbacks[-1] = f"{WINOGRAD}: declined for the whole model, it failed ({_reason(exc)})"
+                    fallbacks.extend(notes)
                     applied.append(rewrite.name)
                 except Exception:
                     pass

@@ -136,18 +136,107 @@ def _has_conv2d(module) -> bool:
     return bool(found)
 
 
-def convolutions_channels_last(module, winograd_3x3: bool = True):
+_BARRIER = "relay2cmake.layout_barrier."  # hides one call from layout conversion
+_CONVOLUTIONS = ("relax.nn.conv2d", "relax.nn.conv2d_transpose")
+
+
+def _convert_layout(module):
+    from tvm import relax
+
+    # Operators whose legalization knows one layout only are pinned to it, so that layout
+    # conversion puts transposes around them instead of handing them NHWC data they cannot
+    # lower (TVM legalizes conv2d_transpose for NCHW/IOHW only: a U-Net's up-convolutions).
+    return relax.transform.ConvertLayout(
+        {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
+    )(module)
+
+
+def _operators(module) -> list[str]:
+    """The Relax operators ``module`` calls besides convolutions, in order of first use."""
+    import tvm
+    from tvm import relax
+
+    names: dict[str, None] = {}
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            if expr.op.name not in _CONVOLUTIONS and not expr.op.name.startswith("relax.call_"):
+                names.setdefault(expr.op.name)
+
+    for func in module.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return list(names)
+
+
+def _convert_layout_around(module, hidden: frozenset[str]):
+    """Layout conversion with every call of the ``hidden`` operators behind an opaque packed
+    call, which conversion treats as layout-unaware: it hands such a call its inputs back in
+    the original layout. The calls are restored afterwards."""
+    import tvm
+    from tvm import relax
+
+    calls: list[tuple] = []
+
+    @relax.expr_functor.mutator
+    class _Hide(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name in hidden):
+                return call
+            calls.append((call.op, call.attrs, call.ty_args))
+            return relax.call_pure_packed(f"{_BARRIER}{len(calls) - 1}", *call.args, ty_args=call.ty)
+
+    packed = tvm.ir.Op.get("relax.call_pure_packed")
+
+    @relax.expr_functor.mutator
+    class _Restore(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op != packed or not str(call.args[0].global_symbol).startswith(_BARRIER):
+                return call
+            op, attrs, ty_args = calls[int(str(call.args[0].global_symbol)[len(_BARRIER) :])]
+            return relax.Call(op, list(call.args[1:]), attrs, ty_args)
+
+    converted = _convert_layout(rewrite_functions(module, _Hide(module)))
+    return rewrite_functions(converted, _Restore(converted))
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+
+
+def channels_last_layout(module) -> tuple[object, list[str]]:
+    """Layout conversion, declined for the fewest operators when it fails on some: first each
+    operator kind alone is kept in its original layout (converted back just before it), then
+    every operator but the convolutions. Returns the module and one line per decline."""
+    try:
+        return _convert_layout(module), []
+    except Exception as exc:
+        failure = _reason(exc)
+    others = _operators(module)
+    for hidden in [[name] for name in others] + [others]:
+        try:
+            converted = _convert_layout_around(module, frozenset(hidden))
+        except Exception:
+            continue
+        kept = ", ".join(n.removeprefix("relax.") for n in hidden)
+        return converted, [
+            f"channels-last: {kept} kept in the original layout (layout conversion failed: {failure})"
+        ]
+    raise RuntimeError(f"layout conversion failed ({failure}), even around every other operator")
+
+
+def convolutions_channels_last(module, winograd_3x3: bool = True, fallbacks: list[str] | None = None):
+    """The rewrite; lines for operators layout conversion could not pass go to ``fallbacks``."""
     import tvm
     from tvm import relax
 
     if not _has_conv2d(module):
         return module
-    # Operators whose legalization knows one layout only are pinned to it, so that layout
-    # conversion puts transposes around them instead of handing them NHWC data they cannot
-    # lower (TVM legalizes conv2d_transpose for NCHW/IOHW only: a U-Net's up-convolutions).
-    module = relax.transform.ConvertLayout(
-        {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
-    )(module)
+    module, declined = channels_last_layout(module)
+    if fallbacks is not None:
+        fallbacks.extend(declined)
     module = fold_constant_transposes(module)
     conv2d = tvm.ir.Op.get("relax.nn.conv2d")
 

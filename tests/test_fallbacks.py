@@ -99,10 +99,10 @@ def _raising(*_args, **_kwargs):
 def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch):
     original = lowering.relax_rewrites
 
-    def rewrites(winograd=True):
+    def rewrites(winograd=True, notes=None):
         return [
             lowering.Rewrite(r.name, _raising, r.optional) if r.name == rewrite else r
-            for r in original(winograd)
+            for r in original(winograd, notes)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
@@ -113,6 +113,39 @@ def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch
     assert any(f.startswith(f"{rewrite}:") for f in meta["fallbacks"])
     assert meta["self_check"].startswith("passed"), meta["self_check"]
     assert "golden" in _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
+
+
+@pytest.fixture()
+def relu_layout_fails():
+    """TVM's layout inference for relu raises (as LRN's or a 5-D reshape's did in old zoo
+    files); restored afterwards."""
+    import tvm
+
+    op = tvm.ir.Op.get("relax.nn.relu")
+    original = op.get_attr("FRelaxInferLayout")
+
+    def refuse(*_args):
+        raise RuntimeError("forced layout failure for relu")
+
+    op.reset_attr("FRelaxInferLayout")
+    op.set_attr("FRelaxInferLayout", refuse)
+    yield
+    op.reset_attr("FRelaxInferLayout")
+    op.set_attr("FRelaxInferLayout", original)
+
+
+def test_layout_conversion_converts_back_at_an_operator_it_cannot_pass(model, tmp_path, relu_layout_fails):
+    """Only relu stays in NCHW (transposes around it); the convolutions keep channels-last
+    and the package is still right."""
+    report = _generate(model, tmp_path / "pkg")
+    warned = [w for w in report.warnings if w.startswith("fallback: channels-last:")]
+    assert len(warned) == 1 and "nn.relu kept in the original layout" in warned[0], report.warnings
+    assert "forced layout failure" in warned[0]
+    meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
+    assert meta["fallbacks"] == [warned[0].removeprefix("fallback: ")]
+    assert meta["self_check"].startswith("passed"), meta["self_check"]
+    kernels = (tmp_path / "pkg" / "src" / "fb_kernels.c").read_text()
+    assert "conv2d_nhwc" in kernels and "transpose" in kernels
 
 
 def test_a_rewrite_that_breaks_the_pipeline_is_declined(model, tmp_path, monkeypatch):
@@ -128,10 +161,10 @@ def test_a_rewrite_that_breaks_the_pipeline_is_declined(model, tmp_path, monkeyp
             raise RuntimeError("forced pipeline failure")
         return real_pipeline(module)
 
-    def rewrites(winograd=True):
+    def rewrites(winograd=True, notes=None):
         return [
             lowering.Rewrite(r.name, marked, r.optional) if r.name == "fast-math" else r
-            for r in original(winograd)
+            for r in original(winograd, notes)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
@@ -163,10 +196,10 @@ def test_a_rewrite_that_computes_wrong_values_falls_back_to_the_plain_path(model
 
         return _with_main(module, _Scale(module).visit_expr(module["main"]))
 
-    def rewrites(winograd=True):
+    def rewrites(winograd=True, notes=None):
         return [
             lowering.Rewrite(r.name, wrong, r.optional) if r.name == "packed-matmul" else r
-            for r in original(winograd)
+            for r in original(winograd, notes)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
