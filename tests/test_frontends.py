@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from packaging_helpers import build_package, relay2cmake, run
+from packaging_helpers import build_package, configure_build, fails_cleanly, relay2cmake, run
 
 TVMSCRIPT = """
 import numpy as np
@@ -208,3 +208,124 @@ def test_pt2_embedding_bag_and_triu_indices(mode, tmp_path):
         want = [t.numpy() for t in program.module()(torch.from_numpy(ids_in), torch.from_numpy(x_in))]
     for index, expected in enumerate(want):
         np.testing.assert_allclose(np.load(golden / f"expected_{index}.npy"), expected, rtol=1e-5, atol=1e-6)
+
+
+def _indices(*values):
+    return torch.tensor(values)
+
+
+# x[...] on a [3, 4, 5, 6] tensor, PyTorch's advanced-indexing forms (aten.index.Tensor).
+INDEX_FORMS = {
+    "adjacent after a slice": lambda x: x[:, _indices(0, 3, 1, 3), _indices(1, 2, 4, 4)],
+    "one index, two slices first": lambda x: x[:, :, _indices([0, 4], [2, 2])],
+    "one index, first axis": lambda x: x[_indices(2, 0), :],
+    "broadcast after a slice": lambda x: x[:, _indices([0], [3]), _indices(1, 4, 0)],
+    "separated by a slice": lambda x: x[_indices([2], [0]), :, _indices(4, 1, 0)],
+    "separated, trailing": lambda x: x[:, _indices(3, 1), :, _indices(5, 0)],
+    "a new axis first": lambda x: x[None, :, _indices(1, 2), _indices(3, 3)],
+    "adjacent at the end": lambda x: x[..., _indices(4, 0), _indices(5, 1)],
+    "three, one of them 0-d": lambda x: x[:, _indices(1, 2), _indices(0, 4), torch.tensor(5)],
+    "int32 and int64": lambda x: x[:, _indices(3, 1).int(), _indices(0, 2)],
+    "negative constants": lambda x: x[:, _indices(-1, 0, -4), _indices(2, -5, -1)],
+    "2-D after a slice": lambda x: x[:, _indices([0, 1], [2, 3]), _indices([4, 4], [0, 1])],
+    "an integer after": lambda x: x[:, _indices(2, 0), :, 1],  # PyTorch selects first
+}
+
+
+class _Form(torch.nn.Module):
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+
+    def forward(self, x):
+        return self.form(x)
+
+
+@pytest.mark.parametrize("form", list(INDEX_FORMS))
+def test_pt2_advanced_indexing_forms_match_pytorch(form, tmp_path):
+    """Each form imported (frontends/torch_converters.py's index.Tensor) and run on TVM's VM."""
+    from relay2cmake.frontends.torch import import_torch
+    from relay2cmake.golden import tvm_vm_reference
+
+    x = torch.randn(3, 4, 5, 6)
+    program = torch.export.export(_Form(INDEX_FORMS[form]), (x,))
+    torch.export.save(program, str(tmp_path / "form.pt2"))
+    imported = import_torch(tmp_path / "form.pt2", {})
+    (ours,) = tvm_vm_reference(imported, [x.numpy()])
+    with torch.no_grad():
+        expected = program.module()(x).numpy()
+    assert ours.shape == expected.shape
+    np.testing.assert_array_equal(ours, expected)
+
+
+class _Mask(torch.nn.Module):
+    def forward(self, x):
+        return x[:, x[0] > 0]
+
+
+def test_pt2_boolean_mask_index_is_a_clear_error(tmp_path):
+    program = torch.export.export(_Mask(), (torch.randn(2, 3),))
+    torch.export.save(program, str(tmp_path / "mask.pt2"))
+    message = fails_cleanly("gen", tmp_path / "mask.pt2", "-o", tmp_path / "pkg")
+    assert "index.Tensor is supported with int32/int64 index tensors" in message, message
+
+
+class _SlicedIndexing(torch.nn.Module):
+    """Advanced indexing after whole axes (``aten.index.Tensor`` with None entries), which
+    TVM's importer took as an outer product: a DLRM's ``dots[:, rows, cols]``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("r", torch.tensor([[0], [2]]))  # broadcasts with c: [2, 3]
+        self.register_buffer("c", torch.tensor([1, 3, -1]))
+        self.register_buffer("first", torch.tensor([[1], [0]]))
+        self.register_buffer("last", torch.tensor([4, 0]))
+
+    def forward(self, x, rows, cols):
+        return (
+            x[:, rows, cols],  # adjacent after a slice: [2, 4, 5]
+            x[:, self.r, self.c],  # constant, broadcast: [2, 2, 3, 5]
+            x[self.first, :, cols],  # separated by a slice: broadcast dims first, [2, 4, 3, 5]
+            x[:, rows, :, self.last[:, None]],  # separated, broadcast: [2, 4, 2, 4]
+            x[..., self.last],  # one index tensor, last axis: [2, 3, 4, 2]
+        )
+
+
+SLICED_INDEXING_EXAMPLE = (torch.randn(2, 3, 4, 5), torch.tensor([0, 2, -1, 1]), torch.tensor([3, -4, 0, 1]))
+
+
+def test_pt2_advanced_indexing_after_slices(tmp_path):
+    """Generated (self-checked against PyTorch's golden outputs), built, and run on fresh
+    inputs; indices from the caller still reach the kernels only through the check."""
+    from relay2cmake.generate import GenerateOptions, generate
+
+    program = torch.export.export(_SlicedIndexing().eval(), SLICED_INDEXING_EXAMPLE)
+    torch.export.save(program, str(tmp_path / "sliced.pt2"))
+    generate(GenerateOptions(model=tmp_path / "sliced.pt2", out=tmp_path / "pkg", name="Sliced"))
+    build = tmp_path / "build"
+    configure_build(tmp_path / "pkg", build)
+    cli = build / "sliced_cli"
+
+    def run_cli(arrays, folder):
+        folder.mkdir()
+        paths = [folder / f"in{i}.npy" for i in range(len(arrays))]
+        for path, array in zip(paths, arrays, strict=True):
+            np.save(path, array)
+        return run([cli, "--output-dir", folder / "out", *paths], check=False), folder / "out"
+
+    x = torch.randn(2, 3, 4, 5)
+    rows, cols = torch.tensor([-3, 1, 2, -1]), torch.tensor([-1, 2, 3, 0])
+    result, out = run_cli([t.numpy() for t in (x, rows, cols)], tmp_path / "good")
+    assert result.returncode == 0, result.stderr
+    with torch.no_grad():
+        want = [t.numpy() for t in program.module()(x, rows, cols)]
+    for index, expected in enumerate(want):
+        np.testing.assert_array_equal(np.load(out / f"output_{index}.npy"), expected)
+    for case, (name, value) in enumerate([("rows", 3), ("rows", -4), ("cols", 4), ("cols", -5)]):
+        bad = {"rows": rows.numpy().copy(), "cols": cols.numpy().copy()}
+        bad[name][2] = value
+        result, out = run_cli([x.numpy(), bad["rows"], bad["cols"]], tmp_path / f"bad{case}")
+        assert result.returncode != 0, (name, value)
+        assert f"input '{name}'): index {value} is outside" in result.stderr, result.stderr
+        assert "an index out of range" in result.stderr, result.stderr
+        assert not out.exists() or not any(out.iterdir())
