@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ class GenerateOptions:
     winograd: bool = True  # 3x3 stride-1 convs as Winograd F(2x2, 3x3) (winograd.py)
     self_check: bool = True  # build the package and run its golden test before writing it
     allow_unverified: bool = False  # write it even when no second path or the check disagrees
+    optimise: bool = True  # False: the plain path only (no optional rewrite, schedule or twin)
+    locate_divergence: bool = True  # when even the plain package is wrong: which operator first
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
 def _build_checked(build: _Builder, options: GenerateOptions) -> _Package:
     """The optimised package if it passes its golden test, else the plain path's; committed
     to ``options.out``."""
+    if not options.optimise:
+        return _commit(build, options, build.attempt(optimise=False))
     try:
         package = build.attempt(optimise=True)
     except _PlanFailed as exc:
@@ -152,9 +157,14 @@ def _build_checked(build: _Builder, options: GenerateOptions) -> _Package:
 def _commit(build: _Builder, options: GenerateOptions, package: _Package) -> _Package:
     """Write ``package`` (always built on the plain path when its check failed)."""
     if not package.check.passed and not options.allow_unverified:
+        where = build.timed(
+            "locate",
+            "Locating the first operator whose result diverges",
+            lambda: _first_diverging_operator(build, options),
+        )
         raise ModelError(
             "The generated package does not reproduce the reference outputs, with or without "
-            f"optimisations: {'; '.join(package.check.failures)[:1200]}. This is a bug in relay2cmake "
+            f"optimisations: {'; '.join(package.check.failures)[:1200]}.{where} This is a bug in relay2cmake "
             "or TVM; please report it. --allow-unverified writes the package anyway."
         )
     build.finish(package)
@@ -162,6 +172,52 @@ def _commit(build: _Builder, options: GenerateOptions, package: _Package) -> _Pa
         "write", f"Writing {options.out}", lambda: commit_package(package.staging, options.out, options.force)
     )
     return package
+
+
+def _first_diverging_operator(build: _Builder, options: GenerateOptions) -> str:
+    """`` The first operator whose result diverges: ...`` for an ONNX model (bisection over
+    cut models, each generated on the plain path and checked), else nothing."""
+    import json
+    import tempfile
+
+    import onnx
+
+    from relay2cmake import divergence
+
+    if not options.locate_divergence or options.model.suffix.lower() != ".onnx" or not options.self_check:
+        return ""
+    try:
+        model = onnx.load(str(options.model))
+        candidates = divergence.cuts(model)
+    except Exception:  # too large to cut in memory, shapes unknown: say nothing rather than guess
+        return ""
+    with tempfile.TemporaryDirectory(prefix="relay2cmake-locate-") as scratch:
+
+        def probe(cut: divergence.Cut) -> bool | None:
+            work = Path(scratch) / f"cut{cut.index}"
+            work.mkdir()
+            cut_options = dataclasses.replace(
+                options,
+                model=divergence.cut_model(model, cut, work / f"{options.model.stem}.onnx"),
+                out=work / "pkg",
+                name=build.name,
+                force=False,
+                optimise=False,
+                allow_unverified=True,
+                locate_divergence=False,
+            )
+            try:
+                generate(cut_options)
+            except Exception:
+                return None
+            check = json.loads((work / "pkg" / "metadata.json").read_text())["self_check"]
+            return check.startswith("FAILED")
+
+        found = divergence.first_diverging(candidates, probe)
+    if found is None:
+        return ""
+    label = naming.terminal_text(found.label)
+    return f" The first operator whose result diverges (bisection over the graph): {label}."
 
 
 class _PlanFailed(Exception):

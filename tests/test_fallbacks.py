@@ -211,6 +211,55 @@ def test_a_rewrite_that_computes_wrong_values_falls_back_to_the_plain_path(model
     assert "golden" in _build_and_ctest(tmp_path / "pkg", tmp_path / "build")
 
 
+def test_a_wrong_kernel_on_the_plain_path_is_located(tmp_path, monkeypatch):
+    """A required rewrite computes MatMul wrong on every path: gen stops, and its message
+    names the MatMul node as the first operator whose result diverges (found by bisection
+    over cut models), not the Relu before it or the Add and Tanh after it."""
+    original = lowering.relax_rewrites
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w"], ["m"], name="matmul"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+        helper.make_node("Tanh", ["a"], ["y"], name="tanh"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])],
+        [
+            numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+        ],
+    )
+    model = save_model(graph, tmp_path / "chain.onnx")
+
+    def wrong(module):
+        import tvm
+        from tvm import relax
+
+        @relax.expr_functor.mutator
+        class _Scale(relax.PyExprMutator):
+            def visit_call_(self, call):
+                call = super().visit_call_(call)
+                if call.op == tvm.ir.Op.get("relax.matmul"):
+                    return relax.op.multiply(call, relax.const(1.5, "float32"))
+                return call
+
+        return _with_main(module, _Scale(module).visit_expr(module["main"]))
+
+    def rewrites(winograd=True, notes=None):
+        return [lowering.Rewrite("wrong-matmul", wrong, optional=False), *original(winograd, notes)]
+
+    monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
+    with pytest.raises(
+        ModelError, match=r"first operator whose result diverges.*MatMul 'matmul' \(output 'm'\)"
+    ):
+        _generate(model, tmp_path / "pkg")
+    assert not (tmp_path / "pkg").exists()
+
+
 def test_wrong_values_on_the_plain_path_stop_gen(model, tmp_path, monkeypatch):
     """When even the plain path disagrees with the reference, nothing is written."""
     from relay2cmake import golden
@@ -225,7 +274,7 @@ def test_wrong_values_on_the_plain_path_stop_gen(model, tmp_path, monkeypatch):
 
     monkeypatch.setattr(golden, "compute", skewed)
     with pytest.raises(ModelError, match=r"does not reproduce the reference outputs.*'y'"):
-        _generate(model, tmp_path / "pkg")
+        _generate(model, tmp_path / "pkg", locate_divergence=False)  # located: the test above
     assert not (tmp_path / "pkg").exists()
     report = _generate(model, tmp_path / "pkg2", allow_unverified=True)
     assert any("FAILS its golden test" in w for w in report.warnings)
