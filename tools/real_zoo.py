@@ -30,7 +30,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from real_zoo_models import ENTRIES, MODELS, Entry, import_torchvision, model_rng  # noqa: E402
+from real_zoo_models import (  # noqa: E402
+    ENTRIES,
+    MODELS,
+    Entry,
+    import_torchvision,
+    model_rng,
+    onnx_translation_table,
+)
 
 OUT = ROOT / "build" / "real_zoo"
 MODELS_DIR = OUT / "models"
@@ -144,8 +151,17 @@ def export_onnx(module, args, input_names, output_names, exporter: str, path: Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     names = {"input_names": input_names, "output_names": list(output_names)}
     if exporter == "dynamo":
-        # One file: weights inline (all zoo models are far below 2 GB).
-        torch.onnx.export(module, args, str(path), dynamo=True, external_data=False, **names)
+        # One file: weights inline (all zoo models are far below 2 GB); the zoo's own custom
+        # ops (ONNX NonMaxSuppression in ssd_topk_nms) translated by real_zoo_models.
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            dynamo=True,
+            external_data=False,
+            custom_translation_table=onnx_translation_table(),
+            **names,
+        )
     else:
         torch.onnx.export(module, args, str(path), opset_version=int(exporter[4:]), dynamo=False, **names)
 

@@ -73,10 +73,16 @@ def import_torchvision():
         import torchvision
         import torchvision.extension
 
-        torchvision.extension._has_ops = lambda: True
+        # A def, not a lambda: tracing scripts batched_nms, and TorchScript compiles what it
+        # calls from source (a lambda fails with "Expected a single top-level function").
+        torchvision.extension._has_ops = _has_ops
     import torchvision
 
     return torchvision
+
+
+def _has_ops() -> bool:
+    return True
 
 
 def _torchvision_extension_loads() -> bool:
@@ -165,12 +171,53 @@ def _timm(name: str):
     return build
 
 
-def _detector(rng):
+def calibrate_batchnorm(module, run: Callable[[], object], rng: np.random.Generator) -> None:
+    """Running statistics from the data (``run`` feeds a batch through ``module`` with every
+    BatchNorm in training mode), then randomly perturbed. Random statistics do not follow
+    the activations, so through a deep net of random weights the signal decays (depthwise
+    convolutions are initialised for fan-out, a factor sqrt(channels) too small) until
+    every position sees the same features: a detector's scores then tie across anchors, to
+    1e-8, and which of the tied boxes top-k and NMS keep is decided by float rounding."""
+    import torch
+
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.train()
+        m.momentum = 1.0  # the running statistics become this batch's
+    run()
+    for m, momentum in zip(norms, momenta, strict=True):
+        m.eval()
+        m.momentum = momentum
+        n = m.running_var.shape[0]
+        m.running_var.mul_(torch.from_numpy(rng.uniform(0.5, 2.0, n).astype(np.float32)))
+        shift = rng.uniform(-0.3, 0.3, n).astype(np.float32)
+        m.running_mean.add_(m.running_var.sqrt() * torch.from_numpy(shift))
+
+
+def _ssdlite(rng):
+    """torchvision's ssdlite320_mobilenet_v3_large (random weights, 91 classes), its
+    BatchNorm statistics randomised and then calibrated on the image and three random ones
+    (see calibrate_batchnorm), and the zoo's 320x320 input."""
     import torch
 
     models = import_torchvision().models.detection
     detector = models.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)
     randomize_batchnorm(detector, rng)
+    detector.eval()
+    inputs = _image(rng, (1, 3, 320, 320))
+    extra = rng.standard_normal((3, 3, 320, 320)).astype(np.float32)
+    images = torch.from_numpy(np.concatenate([inputs["input"], extra]))
+    normalized = detector.transform(list(images))[0].tensors
+    calibrate_batchnorm(detector, lambda: detector.head(list(detector.backbone(normalized).values())), rng)
+    return detector, inputs
+
+
+def _detector(rng):
+    import torch
+
+    _exportable_batched_nms()
+    detector, inputs = _ssdlite(rng)
 
     class FirstImage(torch.nn.Module):
         """The detector takes a list of images and returns a list of dicts; an exported
@@ -184,7 +231,176 @@ def _detector(rng):
             result = self.detector(list(images))[0]
             return result["boxes"], result["scores"], result["labels"]
 
-    return FirstImage(), _image(rng, (1, 3, 320, 320))
+    return FirstImage(), inputs
+
+
+def _exportable_batched_nms() -> None:
+    """torchvision's batched_nms picks per-class NMS or the coordinate trick by the number of
+    boxes unless it is being traced by TorchScript, so torch.export stops there ("Could not
+    guard on data-dependent expression"; the count depends on the scores), and its
+    coordinate trick returns early for no boxes, another guard. While torch.export traces,
+    this runs the coordinate trick without those branches (one torchvision::nms, which
+    torch.onnx translates to NonMaxSuppression); otherwise torchvision's own."""
+    import torch
+
+    boxes_module = import_torchvision().ops.boxes
+    original = boxes_module.batched_nms
+    if getattr(original, "zoo_exportable", False):
+        return
+
+    def batched_nms(boxes, scores, idxs, iou_threshold: float):
+        if not torch.compiler.is_exporting():
+            return original(boxes, scores, idxs, iou_threshold)
+        offsets = idxs.to(boxes) * (boxes.max() + 1)
+        return torch.ops.torchvision.nms(boxes + offsets[:, None], scores, iou_threshold)
+
+    batched_nms.zoo_exportable = True
+    boxes_module.batched_nms = batched_nms
+
+
+# ONNX NonMaxSuppression's thresholds in ssd_topk_nms (see _ssd_topk_nms).
+TOPK = 200
+NMS_MAX_PER_CLASS, NMS_IOU, NMS_SCORE = 100, 0.5, 0.028
+
+
+def onnx_nms(boxes, scores, max_output_boxes_per_class: int, iou_threshold: float, score_threshold: float):
+    """ONNX NonMaxSuppression on one batch and one class: ``boxes`` [N, 4] (two opposite
+    corners, center_point_box=0), ``scores`` [N]; returns selected_indices [M, 3] int64
+    (batch 0, class 0, box index) as ONNX Runtime does: boxes scoring more than
+    score_threshold, by descending score, each kept unless its IoU with a kept box exceeds
+    iou_threshold, at most max_output_boxes_per_class (ONNX Runtime leaves the order of
+    equal scores unspecified; here the lower index first). A custom op (zoo::onnx_nms): the
+    exporters turn it into NonMaxSuppression, eager runs this."""
+    return _onnx_nms_op()(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold)
+
+
+def _onnx_nms_reference(
+    boxes, scores, max_output_boxes_per_class: int, iou_threshold: float, score_threshold: float
+):
+    import torch
+
+    lo = torch.minimum(boxes[:, :2], boxes[:, 2:])
+    hi = torch.maximum(boxes[:, :2], boxes[:, 2:])
+    area = (hi - lo).prod(dim=1)
+    # A stable sort of the negated scores: equal scores keep index order.
+    order = torch.sort(-scores, stable=True).indices.tolist()
+    keep: list[int] = []
+    for i in order:
+        if len(keep) >= max_output_boxes_per_class or not scores[i] > score_threshold:
+            break
+        if keep:
+            kept = torch.tensor(keep)
+            inter = (torch.minimum(hi[i], hi[kept]) - torch.maximum(lo[i], lo[kept])).clamp(min=0).prod(dim=1)
+            union = area[i] + area[kept] - inter
+            iou = torch.where((inter > 0) & (area[i] > 0) & (area[kept] > 0), inter / union, 0.0)
+            if bool((iou > iou_threshold).any()):
+                continue
+        keep.append(i)
+    selected = torch.zeros((len(keep), 3), dtype=torch.int64)
+    selected[:, 2] = torch.tensor(keep, dtype=torch.int64)
+    return selected
+
+
+def _onnx_nms_op():
+    """Defines zoo::onnx_nms once: the eager kernel, a fake kernel with a data-dependent
+    row count (for torch.export) and the TorchScript exporter's symbolic."""
+    import torch
+
+    if hasattr(_onnx_nms_op, "op"):
+        return _onnx_nms_op.op
+
+    # An explicit schema: with `from __future__ import annotations` the hints are strings.
+    schema = (
+        "(Tensor boxes, Tensor scores, int max_output_boxes_per_class, float iou_threshold, "
+        "float score_threshold) -> Tensor"
+    )
+    op = torch.library.custom_op("zoo::onnx_nms", _onnx_nms_reference, mutates_args=(), schema=schema)
+
+    @op.register_fake
+    def _(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold):
+        count = torch.library.get_ctx().new_dynamic_size(max=min(max_output_boxes_per_class, boxes.shape[0]))
+        return boxes.new_empty((count, 3), dtype=torch.int64)
+
+    from torch.onnx import symbolic_opset11
+    from torch.onnx.symbolic_helper import parse_args
+
+    @parse_args("v", "v", "i", "f", "f")
+    def symbolic(g, boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold):
+        unsqueeze = symbolic_opset11.unsqueeze  # axes an attribute before opset 13, an input after
+        return g.op(
+            "NonMaxSuppression",
+            unsqueeze(g, boxes, 0),
+            unsqueeze(g, unsqueeze(g, scores, 0), 0),
+            g.op("Constant", value_t=torch.tensor([max_output_boxes_per_class], dtype=torch.int64)),
+            g.op("Constant", value_t=torch.tensor([iou_threshold], dtype=torch.float32)),
+            g.op("Constant", value_t=torch.tensor([score_threshold], dtype=torch.float32)),
+        )
+
+    torch.onnx.register_custom_op_symbolic("zoo::onnx_nms", symbolic, 11)
+    _onnx_nms_op.op = op
+    return op
+
+
+def _onnx_nms_translation(
+    boxes, scores, max_output_boxes_per_class: int, iou_threshold: float, score_threshold: float
+):
+    """zoo::onnx_nms for torch.onnx.export(dynamo=True): one NonMaxSuppression."""
+    from onnxscript import opset18 as op
+
+    return op.NonMaxSuppression(
+        op.Unsqueeze(boxes, [0]),
+        op.Unsqueeze(scores, [0, 1]),
+        op.Constant(value_ints=[max_output_boxes_per_class]),
+        op.Constant(value_floats=[iou_threshold]),
+        op.Constant(value_floats=[score_threshold]),
+    )
+
+
+def onnx_translation_table() -> dict:
+    """The dynamo exporter's translations of the zoo's custom ops (custom_translation_table)."""
+    import torch
+
+    _onnx_nms_op()
+    return {torch.ops.zoo.onnx_nms.default: _onnx_nms_translation}
+
+
+def _ssd_topk_nms(rng):
+    """SSDlite320 as it is commonly exported for deployment: backbone and SSD head, the
+    anchors decoded to boxes (torchvision's anchor generator and box coder on the fixed
+    320x320 image; constants), softmax class scores, each anchor's best foreground class,
+    a static top-k of those, and ONNX NonMaxSuppression on the top-k boxes as the last
+    step, its selected_indices [M, 3] an output that nothing consumes."""
+    import torch
+
+    detector, inputs = _ssdlite(rng)
+    image = torch.zeros(1, 3, 320, 320)
+    normalized = detector.transform(list(image))[0]
+    features = list(detector.backbone(normalized.tensors).values())
+    anchors = detector.anchor_generator(normalized, features)[0]  # [A, 4], x1 y1 x2 y2
+    mean = torch.tensor(detector.transform.image_mean).view(1, 3, 1, 1)
+    std = torch.tensor(detector.transform.image_std).view(1, 3, 1, 1)
+
+    class TopKNMS(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = detector.backbone
+            self.head = detector.head
+            self.box_coder = detector.box_coder
+            self.register_buffer("anchors", anchors)
+            self.register_buffer("mean", mean)
+            self.register_buffer("std", std)
+
+        def forward(self, images):
+            head = self.head(list(self.backbone((images - self.mean) / self.std).values()))
+            boxes = self.box_coder.decode_single(head["bbox_regression"][0], self.anchors).clamp(0.0, 320.0)
+            scores = torch.softmax(head["cls_logits"][0], dim=-1)
+            best, labels = scores[:, 1:].max(dim=-1)  # class 0 is the background
+            top_scores, top = torch.topk(best, TOPK)
+            top_boxes = boxes[top]
+            selected = onnx_nms(top_boxes, top_scores, NMS_MAX_PER_CLASS, NMS_IOU, NMS_SCORE)
+            return top_boxes, top_scores, labels[top] + 1, selected
+
+    return TopKNMS(), inputs
 
 
 def _hf_text(config_name: str, model_name: str, outputs: int, mask: bool = True, **config):
@@ -381,6 +597,7 @@ MODELS: dict[str, ModelSpec] = {
         _spec("swin_tiny", "timm", _timm("swin_tiny_patch4_window7_224")),
         _spec("unet", "own", _unet),
         _spec("ssdlite320", "torchvision", _detector, ("boxes", "scores", "labels")),
+        _spec("ssd_topk_nms", "torchvision", _ssd_topk_nms, ("boxes", "scores", "labels", "selected")),
         _spec(
             "bert",
             "transformers",
@@ -456,7 +673,7 @@ ENTRIES: list[Entry] = [
     *_entries("squeezenet1_1", "onnx9", "onnx9:caffe2", "pt2", ci="onnx9:caffe2"),
     *_entries("mobilenet_v3_small", "onnx17", "dynamo"),
     *_entries("bert", "onnx17", "dynamo", "pt2", ci="onnx17"),
-    *_entries("gpt2", "onnx17", "dynamo", "pt2"),
+    *_entries("gpt2", "onnx17", "dynamo", "pt2", ci="pt2"),
     *_entries("gru", "onnx11", "pt2", ci="pt2"),
     *_entries("lstm", "onnx13", "pt2"),
     *_entries("rnn", "onnx17", "pt2"),
@@ -478,6 +695,7 @@ ENTRIES: list[Entry] = [
     *_entries("swin_tiny", "onnx17"),
     *_entries("unet", "onnx11", "pt2"),
     *_entries("ssdlite320", "onnx11", "dynamo"),
+    *_entries("ssd_topk_nms", "onnx11", "dynamo", ci="onnx11"),
     *_entries("distilbert", "onnx14", "pt2"),  # SDPA exports from opset 14
     *_entries("t5_encoder", "onnx17"),
     *_entries("whisper_encoder", "onnx17", "pt2"),
