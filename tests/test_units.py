@@ -210,3 +210,34 @@ def test_plan_and_emit_stages_do_not_import_tvm():
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_resize_with_empty_roi_and_scales_beside_sizes(tmp_path):
+    """Opset-11 exports (torchvision's detection transform) pass ``roi=[]`` and ``scales=[]``
+    as constants beside ``sizes``: absent, not given (TVM's importer refused "scales and
+    sizes"). The package is built and checked against ONNX Runtime by gen's self-check."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.generate import GenerateOptions, generate
+
+    nodes = [
+        helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32))),
+        helper.make_node("Resize", ["x", "roi", "scales", "sizes"], ["y"], mode="linear"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [
+            numpy_helper.from_array(np.zeros(0, np.float32), "scales"),
+            numpy_helper.from_array(np.array([1, 2, 8, 8], np.int64), "sizes"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    import onnx
+
+    onnx.save(model, tmp_path / "resize.onnx")
+    report = generate(GenerateOptions(model=tmp_path / "resize.onnx", out=tmp_path / "pkg", name="Resize"))
+    assert report.warnings == ()

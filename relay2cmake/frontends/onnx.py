@@ -16,6 +16,7 @@ from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
 from relay2cmake.frontends.onnx_fold import (
+    drop_empty_resize_inputs,
     fold_constants,
     freeze_inputs,
     set_input_shapes,
@@ -326,6 +327,7 @@ def import_onnx(
         # Shape arithmetic and everything computed from constants become constants; this may
         # also remove operators TVM cannot convert.
         model = fold_constants(model)
+        drop_empty_resize_inputs(model)
     except UserError:
         if problems:
             raise _unsupported_error(problems) from None

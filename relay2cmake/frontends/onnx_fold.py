@@ -215,6 +215,22 @@ def _fold_once(model: onnx.ModelProto) -> onnx.ModelProto:
     return result
 
 
+def drop_empty_resize_inputs(model: onnx.ModelProto) -> None:
+    """Resize's ``roi`` and ``scales`` given as empty constants (opset-11 exports pass
+    ``scales=[]`` beside ``sizes``) mean absent; TVM's importer reads an empty one as given
+    and refuses "scales and sizes". They become ``""``. In place, after folding (which makes
+    constants initializers)."""
+    empty = {init.name for init in model.graph.initializer if 0 in init.dims}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and any(a.name == "value" and 0 in a.t.dims for a in node.attribute):
+            empty.update(node.output)
+    for node in model.graph.node:
+        if node.op_type == "Resize":
+            for position in (1, 2):
+                if position < len(node.input) and node.input[position] in empty:
+                    node.input[position] = ""
+
+
 def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
     names: set[str] = set()
     for attribute in node.attribute:
