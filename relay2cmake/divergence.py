@@ -19,10 +19,11 @@ from pathlib import Path
 MAX_PROBES = 12  # 4,096 nodes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Cut:
     index: int  # the node's position in the graph
     label: str  # "Conv 'conv1' (output 'c1')", as a user finds it in the model
+    output: object  # the ValueInfoProto of the node's first output (from shape inference)
 
 
 def cuts(model) -> list[Cut]:
@@ -31,14 +32,14 @@ def cuts(model) -> list[Cut]:
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(model)
-    typed = {
-        v.name for v in (*inferred.graph.value_info, *inferred.graph.output) if v.type.HasField("tensor_type")
-    }
+    known = (*inferred.graph.value_info, *inferred.graph.output)
+    typed = {v.name: v for v in known if v.type.HasField("tensor_type")}
     found = []
     for index, node in enumerate(model.graph.node):
         if node.output and node.output[0] in typed:
             name = f" {node.name!r}" if node.name else ""
-            found.append(Cut(index, f"{node.op_type}{name} (output {node.output[0]!r})"))
+            label = f"{node.op_type}{name} (output {node.output[0]!r})"
+            found.append(Cut(index, label, typed[node.output[0]]))
     return found
 
 
@@ -46,13 +47,10 @@ def cut_model(model, cut: Cut, path: Path) -> Path:
     """``model`` with the output of node ``cut.index`` as its only graph output, saved at ``path``."""
     import onnx
 
-    inferred = onnx.shape_inference.infer_shapes(model)
-    name = model.graph.node[cut.index].output[0]
-    info = next(v for v in (*inferred.graph.value_info, *inferred.graph.output) if v.name == name)
     sub = onnx.ModelProto()
     sub.CopyFrom(model)
     del sub.graph.output[:]
-    sub.graph.output.append(info)
+    sub.graph.output.append(cut.output)
     onnx.save(sub, str(path))
     return path
 

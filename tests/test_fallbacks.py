@@ -84,6 +84,22 @@ def _with_main(module, main):
     return tvm.IRModule(functions, attrs=module.attrs)
 
 
+def _matmul_times_1_5(module):
+    """A rewrite that lowers and builds but computes every matmul 1.5 times too large."""
+    import tvm
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Scale(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op == tvm.ir.Op.get("relax.matmul"):
+                return relax.op.multiply(call, relax.const(1.5, "float32"))
+            return call
+
+    return _with_main(module, _Scale(module).visit_expr(module["main"]))
+
+
 def _raising(*_args, **_kwargs):
     raise RuntimeError("forced failure for the test")
 
@@ -182,23 +198,9 @@ def test_a_rewrite_that_computes_wrong_values_falls_back_to_the_plain_path(model
     self-check (the package's golden test, run by gen) can see that it is wrong."""
     original = lowering.relax_rewrites
 
-    def wrong(module):
-        import tvm
-        from tvm import relax
-
-        @relax.expr_functor.mutator
-        class _Scale(relax.PyExprMutator):
-            def visit_call_(self, call):
-                call = super().visit_call_(call)
-                if call.op == tvm.ir.Op.get("relax.matmul"):
-                    return relax.op.multiply(call, relax.const(1.5, "float32"))
-                return call
-
-        return _with_main(module, _Scale(module).visit_expr(module["main"]))
-
     def rewrites(winograd=True, notes=None):
         return [
-            lowering.Rewrite(r.name, wrong, r.optional) if r.name == "packed-matmul" else r
+            lowering.Rewrite(r.name, _matmul_times_1_5, r.optional) if r.name == "packed-matmul" else r
             for r in original(winograd, notes)
         ]
 
@@ -235,22 +237,11 @@ def test_a_wrong_kernel_on_the_plain_path_is_located(tmp_path, monkeypatch):
     )
     model = save_model(graph, tmp_path / "chain.onnx")
 
-    def wrong(module):
-        import tvm
-        from tvm import relax
-
-        @relax.expr_functor.mutator
-        class _Scale(relax.PyExprMutator):
-            def visit_call_(self, call):
-                call = super().visit_call_(call)
-                if call.op == tvm.ir.Op.get("relax.matmul"):
-                    return relax.op.multiply(call, relax.const(1.5, "float32"))
-                return call
-
-        return _with_main(module, _Scale(module).visit_expr(module["main"]))
-
     def rewrites(winograd=True, notes=None):
-        return [lowering.Rewrite("wrong-matmul", wrong, optional=False), *original(winograd, notes)]
+        return [
+            lowering.Rewrite("wrong-matmul", _matmul_times_1_5, optional=False),
+            *original(winograd, notes),
+        ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
     with pytest.raises(
