@@ -142,8 +142,31 @@ def test_data_dependent_value_feeding_another_operator(tmp_path):
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
     message = _fails_cleanly("gen", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "out"))
-    assert "Transpose uses the output of NonZero, Compress or Unique" in message
+    assert "Transpose uses the output of NonZero, Compress, Unique or NonMaxSuppression" in message
     assert "only as model outputs" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_input_that_sets_a_shape_is_named_with_the_flag_to_freeze_it(tmp_path):
+    """TopK's k as a run-time input: the output shape depends on a value, so the message
+    names the input and the operator, and shows --constant-input."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["values", "indices"], name="top")],
+        "topk_k_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("values", TensorProto.FLOAT, [3, "k"]),
+            helper.make_tensor_value_info("indices", TensorProto.INT64, [3, "k"]),
+        ],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    message = _fails_cleanly("gen", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "out"))
+    assert "'k' (TopK 'top')" in message and "--constant-input k=VALUES" in message, message
     assert not (tmp_path / "out").exists()
 
 

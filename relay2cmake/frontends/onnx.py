@@ -353,7 +353,7 @@ def import_onnx(
     except Exception as exc:
         message = " ".join(str(exc).split())[:800]
         raise ModelError(
-            f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}"
+            f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}" + _freeze_hint(model)
         ) from None
 
     outputs = _output_signatures(module, output_names, bounded)
@@ -413,6 +413,38 @@ def _inference_batch_norm():
             return ((normalised * scale.reshape(shape) + bias.reshape(shape)).astype(x.dtype),)
 
     return BatchNormalization
+
+
+# Operator inputs that set a shape, a size, axes or a count: a static package needs them at
+# generation time (operator → positions of such inputs).
+_SHAPE_PARAMETERS = {
+    "TopK": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
+    "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3), "Upsample": (1,),
+    "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "OneHot": (1,), "CumSum": (1,),
+    "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
+}  # fmt: skip
+
+
+def _freeze_hint(model: onnx.ModelProto) -> str:
+    """`` Input 'k' sets ... of TopK 'top': freeze it with --constant-input k=VALUES.`` for the
+    graph inputs that feed such a parameter, else nothing."""
+    inputs = {vi.name for vi in model.graph.input} - {init.name for init in model.graph.initializer}
+    uses: dict[str, str] = {}
+    for index, node in enumerate(model.graph.node):
+        for position in _SHAPE_PARAMETERS.get(node.op_type, ()):
+            if position < len(node.input) and node.input[position] in inputs:
+                label = f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} (node #{index})"
+                uses.setdefault(node.input[position], label)
+    if not uses:
+        return ""
+    named = ", ".join(f"{name!r} ({label})" for name, label in sorted(uses.items()))
+    example = next(iter(sorted(uses)))
+    return (
+        f". These inputs set a shape, size, axis or count, which a static package needs at "
+        f"generation time: {named}; freeze them with --constant-input (e.g. --constant-input "
+        f"{example}=VALUES)"
+    )
 
 
 def _output_signatures(
