@@ -241,3 +241,20 @@ def test_resize_with_empty_roi_and_scales_beside_sizes(tmp_path):
     onnx.save(model, tmp_path / "resize.onnx")
     report = generate(GenerateOptions(model=tmp_path / "resize.onnx", out=tmp_path / "pkg", name="Resize"))
     assert report.warnings == ()
+
+
+def test_bisection_finds_the_first_failing_cut_in_few_probes():
+    from relay2cmake.divergence import Cut, first_diverging
+
+    candidates = [Cut(i, f"node {i}", None) for i in range(100)]
+    for first_bad in (0, 1, 37, 99):
+        probed = []
+
+        def probe(cut, first_bad=first_bad, probed=probed):
+            probed.append(cut.index)
+            return cut.index >= first_bad
+
+        assert first_diverging(candidates, probe).index == first_bad
+        assert len(probed) <= 7  # log2(101)
+    assert first_diverging(candidates, lambda cut: False) is None  # only the whole model fails
+    assert first_diverging(candidates, lambda cut: None) is None  # a probe that cannot tell
