@@ -226,8 +226,9 @@ def tune(
         if out.exists() and not force:
             raise UserError(f"{str(out)!r} exists; pass --force to replace it.")
         from relay2cmake import tuning
+        from relay2cmake.tune import tune
 
-        report = tuning.tune(
+        report = tune(
             model,
             shapes,
             constants,

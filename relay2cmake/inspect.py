@@ -17,7 +17,8 @@ import onnx
 from relay2cmake import arena
 from relay2cmake.errors import UserError
 from relay2cmake.frontends import check_model_path
-from relay2cmake.frontends.onnx import ONNX_DTYPES, load_checked, unsupported_nodes
+from relay2cmake.frontends.onnx import load_checked, unsupported_nodes
+from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
 from relay2cmake.plan import tensor_bytes
 

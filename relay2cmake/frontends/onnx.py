@@ -15,6 +15,7 @@ from onnx import TensorProto
 from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
+from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import (
     drop_empty_resize_inputs,
     fold_constants,
@@ -23,27 +24,6 @@ from relay2cmake.frontends.onnx_fold import (
     static_tensor_types,
 )
 
-# ONNX element types we can carry through the C API, by the name TVM uses.
-ONNX_DTYPES = {
-    TensorProto.FLOAT: "float32",
-    TensorProto.DOUBLE: "float64",
-    TensorProto.FLOAT16: "float16",
-    TensorProto.INT8: "int8",
-    TensorProto.INT16: "int16",
-    TensorProto.INT32: "int32",
-    TensorProto.INT64: "int64",
-    TensorProto.UINT8: "uint8",
-    TensorProto.UINT16: "uint16",
-    TensorProto.UINT32: "uint32",
-    TensorProto.UINT64: "uint64",
-    TensorProto.BOOL: "bool",
-    TensorProto.BFLOAT16: "bfloat16",
-    TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
-    TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
-    TensorProto.FLOAT8E5M2: "float8_e5m2",
-    TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
-    TensorProto.FLOAT8E8M0: "float8_e8m0fnu",
-}
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 

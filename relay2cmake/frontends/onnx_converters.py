@@ -399,7 +399,7 @@ class BitCast(OnnxOpConverter):
     def _impl_v26(cls, bb, inputs, attr, params):
         from tvm import topi
 
-        from relay2cmake.frontends.onnx import ONNX_DTYPES
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 
         target = ONNX_DTYPES.get(int(attr["to"]))
         if target is None:
