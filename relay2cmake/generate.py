@@ -276,21 +276,19 @@ class _Builder:
             model_file=options.model.name,
             model_sha256=self.imported.source_sha256,
             # A model without kernels carries no objects: only what was built is listed.
-            targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.objects)
+            targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.code.objects)
             + tuple(t.wide_variant().label for t in targets if t.is_object and _has_wide(lowered, t)),
         )
         fallbacks = fallback_lines(lowered, targets)
-        files = timed(
-            "render", "Rendering the package", lambda: self._render(identity, plan, lowered, fallbacks)
-        )
+        files = timed("render", "Rendering the package", lambda: self._render(identity, plan, fallbacks))
         staging = timed(
             "stage", f"Writing {options.out}", lambda: stage_package(options.out, files, options.force)
         )
         self.staged.append(staging)
         check = self_check.CheckResult((), (), skipped="--no-self-check")
         if options.self_check:
-            arches = tuple(lowered.objects)
-            has_wide = any(o.wide is not None for o in lowered.objects.values())
+            arches = tuple(lowered.code.objects)
+            has_wide = any(o.wide is not None for o in lowered.code.objects.values())
             external = plan.weight_bytes >= EXTERNAL_WEIGHTS_FROM
             check = timed(
                 "check",
@@ -299,10 +297,8 @@ class _Builder:
             )
         return _Package(identity, lowered, plan, files, staging, check, fallbacks)
 
-    def _render(self, identity, plan, lowered, fallbacks, check: str = "pending"):
-        return render_package(
-            identity, plan, lowered, self.reference, self.imported.operators, fallbacks, check
-        )
+    def _render(self, identity, plan, fallbacks, check: str = "pending"):
+        return render_package(identity, plan, self.reference, self.imported.operators, fallbacks, check)
 
     def finish(self, package: _Package) -> None:
         """Rewrite the two files that report the check, now that its result is known."""
@@ -313,7 +309,7 @@ class _Builder:
             summary = f"FAILED, written with --allow-unverified: {'; '.join(check.failures)}"
         else:
             summary = f"passed ({', '.join(check.checked)})"
-        files = self._render(package.identity, package.plan, package.lowered, package.fallbacks, summary)
+        files = self._render(package.identity, package.plan, package.fallbacks, summary)
         for relative in ("metadata.json", "README.md"):
             (package.staging / relative).write_bytes(files[relative])
 
@@ -327,9 +323,9 @@ def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> 
     """One line per optimisation declined: Relax rewrites, then kernel by kernel per set."""
     labels = {t.arch: t.label for t in targets if t.is_object}
     lines = list(lowered.fallbacks)
-    for label, reason in sorted(lowered.skipped.items()):
+    for label, reason in sorted(lowered.code.skipped.items()):
         lines.append(f"{label}: no objects ({reason[:300]}); the portable C kernels serve it")
-    for arch, object_set in sorted(lowered.objects.items()):
+    for arch, object_set in sorted(lowered.code.objects.items()):
         sets = [(labels.get(arch, arch), object_set)]
         if object_set.wide is not None:
             sets.append((f"{labels.get(arch, arch)} AVX-512 twin", object_set.wide))
@@ -345,5 +341,5 @@ def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> 
 
 
 def _has_wide(lowered, target) -> bool:
-    object_set = lowered.objects.get(target.arch)
+    object_set = lowered.code.objects.get(target.arch)
     return object_set is not None and object_set.wide is not None

@@ -48,8 +48,8 @@ def scratch_bytes(source: str) -> dict[str, int]:
     return result
 
 
-def adapt(source: str, abi_header: str, banner: str) -> str:
-    """Make TVM's C output a self-contained file of the package.
+def adapt(source: str, abi_header: str) -> str:
+    """Make TVM's C output a self-contained file of the package (the caller adds its banner).
 
     TVM's four runtime headers become our own small ABI header (which also maps the
     backend calls to prefixed names), and the per-library context pointer, which would
@@ -57,7 +57,7 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     """
     if not source:
         # Every output is an input, a constant or a view: the model needs no kernel.
-        return banner + "/* This model needs no kernels. */\n" + f'#include "{abi_header}"\n'
+        return "/* This model needs no kernels. */\n" + f'#include "{abi_header}"\n'
     body = source.replace("#define TVM_EXPORTS\n", "")
     # TVM prints float infinity and NaN constants as `inff` / `nanf`, which are not C.
     body = _INF.sub("INFINITY", body)
@@ -86,7 +86,7 @@ def adapt(source: str, abi_header: str, banner: str) -> str:
     body = body[: first_include.start()] + includes + body[first_include.start() :]
     if "__tvm_ffi__library_ctx" in body:
         raise ModelError("TVM's C output uses the library context pointer; this is not supported yet.")
-    return banner + _QUIET + body
+    return _QUIET + body
 
 
 # TVM's C output spells float16 as `half`, a type C does not have; _Float16 is its IEEE

@@ -11,7 +11,7 @@ import dataclasses
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.index_checks import check_indices
+from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
 from relay2cmake.nhwc import convolutions_channels_last
 from relay2cmake.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
 from relay2cmake.packed_matmul import pack_matmul_weights
@@ -41,29 +42,11 @@ class LoweredModel:
     prefix: str  # the package's C prefix, on every symbol
     main: Any  # the lowered tvm.relax.Function
     kernel_symbols: dict[str, str]  # Relax GlobalVar name → C symbol of its kernel
-    kernel_source: str  # TVM's C output for the "c" target, unmodified
     kernel_scratch: dict[str, int]  # C symbol → workspace bytes it may hold at once (any kernel set)
-    objects: dict[str, ObjectSet]  # architecture → its kernel object
-    skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
+    code: KernelCode  # the C kernels and object sets, plain data the plan carries to emit
     # Optimisations declined, one line each ("channels-last: ..."); the kernel-level ones
     # are in each ObjectSet.
     fallbacks: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ObjectSet:
-    code: bytes  # a relocatable ELF object with every kernel
-    scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
-    serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
-    tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
-    wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
-    kernels: tuple[str, ...] = ()  # every kernel the object defines
-    # Kernels LLVM could not build with their schedule for this set: built unscheduled.
-    unscheduled: tuple[str, ...] = ()
-    # Kernels LLVM could not build at all for this set: compiled from C beside the object
-    # (``c_source``, TVM's C for just those kernels, same symbols).
-    in_c: tuple[str, ...] = ()
-    c_source: str = ""
 
 
 _C_INTRINSICS_REGISTERED = False
@@ -97,16 +80,6 @@ def _register_c_intrinsics() -> None:
         # Level 20 outranks TVM's own "c" lowerings (level 10) where it has one.
         tvm.tirx.op.register_intrin_lowering(f"tirx.{name}", "c", f=lowering(name), level=20)
     _C_INTRINSICS_REGISTERED = True
-
-
-def kernel_symbol(prefix: str, name: str) -> str:
-    """The C symbol TVM emits for a PrimFunc whose global_symbol is ``<prefix>_<name>``."""
-    return f"__tvm_ffi_{prefix}_{name}"
-
-
-def wide_kernel_symbol(prefix: str, name: str) -> str:
-    """The same kernel in the AVX-512 twin set."""
-    return kernel_symbol(f"{prefix}_wide", name)
 
 
 def _called_prim_funcs(main, module) -> list:
@@ -483,15 +456,11 @@ def lower(
     tuning = tuning if optimise else None
     called = prims.get_global_vars()
     symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
+    abi_header = f"{prefix}_kernel_abi.h"
     if not called:
+        code = KernelCode(kernel_source.adapt("", abi_header), tvm_version=str(tvm.__version__))
         return LoweredModel(
-            prefix=prefix,
-            main=main,
-            kernel_symbols={},
-            kernel_source="",
-            kernel_scratch={},
-            objects={},
-            fallbacks=fallbacks,
+            prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
     source = _build(prims, c_target, "C code").inspect_source()
     scratch = kernel_source.scratch_bytes(source)
@@ -509,9 +478,8 @@ def lower(
             subset = tvm.IRModule(
                 {gv: f for gv, f in prims.functions.items() if gv.name_hint in object_set.in_c}
             )
-            object_set = dataclasses.replace(
-                object_set, c_source=_build(subset, c_target, "C code").inspect_source()
-            )
+            in_c = kernel_source.adapt(_build(subset, c_target, "C code").inspect_source(), abi_header)
+            object_set = dataclasses.replace(object_set, c_source=in_c)
         wide = target.wide_variant() if optimise else None
         if wide is not None:
             try:
@@ -525,13 +493,5 @@ def lower(
                 object_scratch = _merged(object_scratch, {base[k]: v for k, v in wide_scratch.items()})
         objects[target.arch] = object_set
         scratch = _merged(scratch, object_scratch)
-    return LoweredModel(
-        prefix=prefix,
-        main=main,
-        kernel_symbols=symbols,
-        kernel_source=source,
-        kernel_scratch=scratch,
-        objects=objects,
-        skipped=skipped,
-        fallbacks=fallbacks,
-    )
+    code = KernelCode(kernel_source.adapt(source, abi_header), objects, skipped, str(tvm.__version__))
+    return LoweredModel(prefix, main, symbols, scratch, code, fallbacks)

@@ -10,16 +10,19 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from relay2cmake import arena
 from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
 from relay2cmake.errors import ModelError
-from relay2cmake.frontends import ImportedModel
-from relay2cmake.lowering import LoweredModel
+from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
+
+if TYPE_CHECKING:  # the plan reads both stages' results; it imports neither
+    from relay2cmake.frontends import ImportedModel
+    from relay2cmake.lowering import LoweredModel
 
 # Relax builtins that only check or bookkeep what the driver already guarantees.
 IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm.kill_object"})
@@ -103,6 +106,7 @@ class PackagePlan:
     arena_bytes: int
     intermediate_bytes: int  # what the arena would be for intermediates alone
     tvm_storage_bytes: int  # what TVM's own static plan allocates (intermediates), for comparison
+    kernels: KernelCode  # the kernels' code (C source, object sets), carried from lowering to emit
 
     @property
     def weight_bytes(self) -> int:
@@ -370,6 +374,7 @@ class _Builder:
             arena_bytes=total,
             intermediate_bytes=intermediate_bytes,
             tvm_storage_bytes=self.tvm_storage_bytes,
+            kernels=self.lowered.code,
         )
 
 

@@ -258,3 +258,66 @@ def test_bisection_finds_the_first_failing_cut_in_few_probes():
         assert len(probed) <= 7  # log2(101)
     assert first_diverging(candidates, lambda cut: False) is None  # only the whole model fails
     assert first_diverging(candidates, lambda cut: None) is None  # a probe that cannot tell
+
+
+def _imports() -> dict[str, list[tuple[str, bool]]]:
+    """Each module of the package → the modules it imports, with whether at module level
+    (function-level imports included; those under ``if TYPE_CHECKING:`` left out)."""
+    import ast
+    from pathlib import Path
+
+    import relay2cmake
+
+    root = Path(relay2cmake.__file__).parent
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        name = ".".join(("relay2cmake", *path.relative_to(root).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
+        tree = ast.parse(path.read_text())
+        skipped = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for n in ast.walk(block)
+        }
+        top = {id(n) for n in tree.body}
+        targets = []
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets += [(a.name, id(node) in top) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets.append((node.module, id(node) in top))
+                targets += [(f"{node.module}.{a.name}", id(node) in top) for a in node.names]
+        found[name] = targets
+    return found
+
+
+def test_import_graph_has_no_circles_and_emit_sees_only_the_plan():
+    """No module imports, directly or through others (lazy imports too), a module that imports
+    it; emit/ never imports TVM, a frontend or the lowering; plan.py not at load time."""
+    graph = _imports()
+    edges = {m: {t for t, _ in targets if t in graph and t != m} for m, targets in graph.items()}
+    # A package's __init__ is imported with each of its modules: no edge to it from inside.
+    edges = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in edges.items()}
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    circles = sorted(m for m in graph if m in reaches(m))
+    assert not circles, f"modules on an import circle: {circles}"
+    forbidden = ("tvm", "tvm_ffi", "relay2cmake.lowering", "relay2cmake.frontends")
+    for module, targets in graph.items():
+        if module.startswith("relay2cmake.emit"):
+            bad = [t for t, _ in targets if t.startswith(forbidden)]
+            assert not bad, f"{module} imports {bad}"
+    plan_level = [t for t, top in graph["relay2cmake.plan"] if top and t.startswith(forbidden)]
+    assert not plan_level, plan_level

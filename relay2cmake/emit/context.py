@@ -13,7 +13,7 @@ from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
 from relay2cmake.emit.weights import Placement, Shard, WeightsFile
 from relay2cmake.golden import GoldenData
-from relay2cmake.lowering import wide_kernel_symbol
+from relay2cmake.kernel_sets import wide_kernel_symbol
 from relay2cmake.naming import c_string_literal, comment_text, file_label, markdown_text
 from relay2cmake.plan import PackagePlan
 from relay2cmake.targets import KernelTarget

@@ -14,13 +14,12 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from relay2cmake import __version__, kernel_source
+from relay2cmake import __version__
 from relay2cmake.dtypes import RAW_BITS
 from relay2cmake.emit import weights
 from relay2cmake.emit.context import PackageIdentity, build_context, c_banner, c_fallback_path
 from relay2cmake.errors import UserError
 from relay2cmake.golden import GoldenData
-from relay2cmake.lowering import LoweredModel
 from relay2cmake.naming import markdown_text
 from relay2cmake.plan import PackagePlan
 
@@ -72,8 +71,6 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 
 def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, operators, context) -> dict:
-    import tvm
-
     def io(t):
         return {
             "name": t.name,
@@ -86,7 +83,7 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
 
     return {
         "generator": {"name": "relay2cmake", "version": __version__},
-        "tvm_version": str(tvm.__version__),
+        "tvm_version": plan.kernels.tvm_version,
         "model": {"file": identity.model_file, "sha256": identity.model_sha256, "operators": list(operators)},
         "package": {"name": identity.name, "prefix": identity.prefix, "version": identity.version},
         "targets": list(identity.targets),
@@ -124,7 +121,6 @@ Content = bytes | Callable[[], Iterable[bytes]]
 def render_package(
     identity: PackageIdentity,
     plan: PackagePlan,
-    lowered: LoweredModel,
     golden: GoldenData,
     operators: tuple[str, ...],
     fallbacks: tuple[str, ...] = (),
@@ -133,12 +129,10 @@ def render_package(
     """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked."""
     shards, placements = weights.layout(plan.constants)
     weights_file = weights.weights_file(shards)
-    wide_kernels = frozenset(
-        n for o in lowered.objects.values() if o.wide is not None for n in o.wide.kernels
-    )
-    c_fallbacks = {arch: o.c_source for arch, o in lowered.objects.items() if o.in_c}
+    kernels = plan.kernels
+    c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
     context = build_context(
-        identity, plan, shards, placements, weights_file, golden, wide_kernels, frozenset(c_fallbacks)
+        identity, plan, shards, placements, weights_file, golden, kernels.wide_kernels, frozenset(c_fallbacks)
     )
     # Text that may quote the model (TVM's messages name its operators): Markdown-escaped.
     context["fallbacks_markdown"] = [markdown_text(f) for f in fallbacks]
@@ -148,14 +142,10 @@ def render_package(
     files = render_templates(context)
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
-    files[f"src/{prefix}_kernels.c"] = kernel_source.adapt(
-        lowered.kernel_source, f"{prefix}_kernel_abi.h", banner
-    ).encode("utf-8")
+    files[f"src/{prefix}_kernels.c"] = (banner + kernels.c_source).encode("utf-8")
     for arch, source in c_fallbacks.items():
-        files[c_fallback_path(prefix, arch)] = kernel_source.adapt(
-            source, f"{prefix}_kernel_abi.h", banner
-        ).encode("utf-8")
-    for arch, object_set in lowered.objects.items():
+        files[c_fallback_path(prefix, arch)] = (banner + source).encode("utf-8")
+    for arch, object_set in kernels.objects.items():
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
         if object_set.wide is not None:
             files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
@@ -173,8 +163,8 @@ def render_package(
     document = metadata(identity, plan, golden, operators, context)
     document["fallbacks"] = list(fallbacks)
     document["self_check"] = self_check
-    sets = {arch: o for arch, o in lowered.objects.items()}
-    sets.update({f"{arch}-wide": o.wide for arch, o in lowered.objects.items() if o.wide is not None})
+    sets = dict(kernels.objects)
+    sets.update({f"{arch}-wide": o.wide for arch, o in kernels.objects.items() if o.wide is not None})
     document["scheduled_kernels"] = {name: list(o.scheduled) for name, o in sorted(sets.items())}
     document["serial_kernels"] = {name: list(o.serial) for name, o in sorted(sets.items())}
     document["tuned_kernels"] = {name: list(o.tuned) for name, o in sorted(sets.items()) if o.tuned}

@@ -1,0 +1,46 @@
+"""The kernel code a package carries, as plain data (no TVM object): the portable C kernels,
+made self-contained, and one object set per architecture. Lowering makes it, the plan carries
+it, emit writes it; the kernels' symbol names are defined here for all three."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def kernel_symbol(prefix: str, name: str) -> str:
+    """The C symbol TVM emits for a PrimFunc whose global_symbol is ``<prefix>_<name>``."""
+    return f"__tvm_ffi_{prefix}_{name}"
+
+
+def wide_kernel_symbol(prefix: str, name: str) -> str:
+    """The same kernel in the AVX-512 twin set."""
+    return kernel_symbol(f"{prefix}_wide", name)
+
+
+@dataclass(frozen=True)
+class ObjectSet:
+    code: bytes  # a relocatable ELF object with every kernel
+    scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
+    serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
+    tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
+    wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
+    kernels: tuple[str, ...] = ()  # every kernel the object defines
+    # Kernels LLVM could not build with their schedule for this set: built unscheduled.
+    unscheduled: tuple[str, ...] = ()
+    # Kernels LLVM could not build at all for this set: compiled from C beside the object
+    # (``c_source``, TVM's C for just those kernels, same symbols).
+    in_c: tuple[str, ...] = ()
+    c_source: str = ""  # self-contained (kernel_source.adapt), without the file banner
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    c_source: str  # the portable C kernels, self-contained (kernel_source.adapt), without the banner
+    objects: dict[str, ObjectSet] = field(default_factory=dict)  # architecture → its kernel object
+    skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
+    tvm_version: str = ""  # the TVM that generated them
+
+    @property
+    def wide_kernels(self) -> frozenset[str]:
+        """Kernels some AVX-512 twin defines."""
+        return frozenset(n for o in self.objects.values() if o.wide is not None for n in o.wide.kernels)
