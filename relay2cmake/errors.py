@@ -21,3 +21,9 @@ class ModelError(UserError):
 
 class BuildError(Relay2CMakeError):
     """An external build step (CMake, compiler) failed; the message carries its log tail."""
+
+
+def describe(exc: BaseException, limit: int = 800) -> str:
+    """``Type: message`` on one line, the message at most ``limit`` characters: how an error
+    from TVM, PyTorch or ONNX is quoted inside one of ours."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"

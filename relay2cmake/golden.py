@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from relay2cmake.dtypes import RAW_BITS, numpy_dtype
-from relay2cmake.errors import ModelError
+from relay2cmake.errors import ModelError, describe
 from relay2cmake.frontends import ImportedModel, Reference
 
 SEED = 20240611
@@ -239,8 +239,7 @@ def _compute(
         try:
             outputs = _conform(imported, _run_quietly(path.run, inputs))
         except Exception as exc:
-            message = " ".join(str(exc).split())[:200]
-            unavailable.append(f"{path.name} could not run the model ({type(exc).__name__}: {message})")
+            unavailable.append(f"{path.name} could not run the model ({describe(exc, 200)})")
             continue
         for name, earlier in results:
             if not _differences(imported, outputs, earlier):

@@ -19,7 +19,7 @@ from relay2cmake import kernel_source, object_code
 from relay2cmake.c_legalize import widen_float16_mod
 from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.control_flow import if_to_select
-from relay2cmake.errors import ModelError
+from relay2cmake.errors import ModelError, describe
 from relay2cmake.fast_math import vectorizable_math
 from relay2cmake.index_checks import check_indices
 from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
@@ -107,10 +107,7 @@ def _build(prims, target, what: str):
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             return tvm.tirx.build(nan_propagating(prims), target=target)
         except Exception as exc:
-            message = " ".join(str(exc).split())[:800]
-            raise ModelError(
-                f"TVM could not generate {what} for this model: {type(exc).__name__}: {message}"
-            ) from None
+            raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None
 
 
 def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase | None):
@@ -327,7 +324,7 @@ WINOGRAD = "winograd"  # part of channels-last, declinable on its own
 
 
 def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return describe(exc, 200)
 
 
 def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = frozenset()):

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from relay2cmake import winograd
 from relay2cmake.constant_transposes import fold_constant_transposes
+from relay2cmake.errors import describe
+from relay2cmake.packed_matmul import PACK  # output channels per contiguous weight block
 from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
 
-PACK = 16  # output channels per contiguous weight block: one AVX-512, two AVX2 or four NEON vectors
 # Block names the schedules dispatch on (TVM's own NHWC convolution is "conv2d_nhwc").
 CONV_BLOCK = "r2c_conv2d_nhwc"
 DEPTHWISE_BLOCK = "r2c_depthwise_conv2d_nhwc"
@@ -202,10 +203,6 @@ def _convert_layout_around(module, hidden: frozenset[str]):
     return rewrite_functions(converted, _Restore(converted))
 
 
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
-
-
 def channels_last_layout(module) -> tuple[object, list[str]]:
     """Layout conversion, declined for the fewest operators when it fails on some: first each
     operator kind alone is kept in its original layout (converted back just before it), then
@@ -213,7 +210,7 @@ def channels_last_layout(module) -> tuple[object, list[str]]:
     try:
         return _convert_layout(module), []
     except Exception as exc:
-        failure = _reason(exc)
+        failure = describe(exc, 160)
     others = _operators(module)
     for hidden in [[name] for name in others] + [others]:
         try:

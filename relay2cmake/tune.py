@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay2cmake.errors import ModelError, UserError
+from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.tuning import TuningDatabase, TuningRecord, normalized, workload_hash
 
 BUILD_FUNCTION = "relay2cmake.tuning.build"  # MetaSchedule's builder workers look it up by name
@@ -111,8 +111,7 @@ def tune(
                     seed=0,
                 )
             except Exception as exc:
-                message = " ".join(str(exc).split())[:500]
-                raise ModelError(f"MetaSchedule failed: {type(exc).__name__}: {message}") from None
+                raise ModelError(f"MetaSchedule failed: {describe(exc, 500)}") from None
         records = []
         options = ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True)
         with progress("Timing tuned against default schedules"):

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from relay2cmake.packed_matmul import PACK  # output channels per contiguous block of U
+
 OUTPUT_TILE = 2  # m: outputs per tile side
 PATCH = OUTPUT_TILE + 2  # alpha: input patch (and transformed tile) side
 B_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
 A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
-PACK = 16  # output channels per contiguous block of U, as packed_matmul.PACK
 MIN_INPUT_CHANNELS = 8  # below this the product's matmuls are too thin to gain
 # Each transformed filter value is used once per tile: with fewer tiles than this the
 # product streams 16/9 of the weights for little gain (ResNet-50's 7x7 layers, 16 tiles:

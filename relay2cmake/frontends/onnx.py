@@ -13,7 +13,7 @@ import onnx
 from onnx import TensorProto
 
 from relay2cmake.dtypes import numpy_dtype
-from relay2cmake.errors import ModelError, UserError
+from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import (
@@ -331,9 +331,8 @@ def import_onnx(
                 opset=opset,
             )
     except Exception as exc:
-        message = " ".join(str(exc).split())[:800]
         raise ModelError(
-            f"TVM's ONNX importer failed on this model: {type(exc).__name__}: {message}" + _freeze_hint(model)
+            f"TVM's ONNX importer failed on this model: {describe(exc)}" + _freeze_hint(model)
         ) from None
 
     outputs = _output_signatures(module, output_names, bounded)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relay2cmake.errors import ModelError, UserError
+from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.frontends import ImportedModel, Reference, file_sha256
 from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
 from relay2cmake.frontends.torch_converters import CONVERTERS
@@ -30,9 +30,8 @@ def _load(path: Path):
     try:
         return torch.export.load(str(path))
     except Exception as exc:
-        message = " ".join(str(exc).split())[:400]
         raise ModelError(
-            f"{str(path)!r} is not a readable torch.export archive ({type(exc).__name__}: {message}). "
+            f"{str(path)!r} is not a readable torch.export archive ({describe(exc, 400)}). "
             "Save one with torch.export.save(torch.export.export(model, example_inputs), 'model.pt2')."
         ) from None
 
@@ -100,10 +99,7 @@ def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Import
                 custom_convert_map=CONVERTERS,
             )
     except Exception as exc:
-        message = " ".join(str(exc).split())[:800]
-        raise ModelError(
-            f"TVM's PyTorch importer failed on this program: {type(exc).__name__}: {message}"
-        ) from None
+        raise ModelError(f"TVM's PyTorch importer failed on this program: {describe(exc)}") from None
     module = bind_input_shapes(module, names, input_shapes)
     inputs, outputs = main_signatures(module, names)
     operators = sorted({str(node.target) for node in program.graph.nodes if node.op == "call_function"})

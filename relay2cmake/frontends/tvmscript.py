@@ -15,7 +15,7 @@ import io
 import runpy
 from pathlib import Path
 
-from relay2cmake.errors import ModelError
+from relay2cmake.errors import ModelError, describe
 from relay2cmake.frontends import ImportedModel, file_sha256
 from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
 
@@ -42,8 +42,7 @@ def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Im
         with contextlib.redirect_stdout(io.StringIO()):
             namespace = runpy.run_path(str(path), run_name="relay2cmake_tvmscript")
     except Exception as exc:
-        message = " ".join(str(exc).split())[:600]
-        raise ModelError(f"Running {str(path)!r} failed: {type(exc).__name__}: {message}") from None
+        raise ModelError(f"Running {str(path)!r} failed: {describe(exc, 600)}") from None
     module = _find_module(namespace, path)
     if "main" not in [gv.name_hint for gv in module.get_global_vars()] or not isinstance(
         module["main"], relax.Function
