@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from relay2cmake.arena import align_up
 from relay2cmake.errors import ModelError
 
 _DEFINITION = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args,.*\{$", re.M)
@@ -20,10 +21,6 @@ _PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)")
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 
 
-def _aligned(n: int) -> int:
-    return (n + 63) // 64 * 64
-
-
 def scratch_bytes(source: str) -> dict[str, int]:
     """Bytes of ``TVMBackendAllocWorkspace`` scratch each kernel may hold at once.
 
@@ -38,7 +35,7 @@ def scratch_bytes(source: str) -> dict[str, int]:
         owner = [symbol for start, symbol in starts if start < match.start()]
         if not owner:
             continue
-        result[owner[-1]] += _aligned(int(match.group(1)))
+        result[owner[-1]] += align_up(int(match.group(1)))
         matched += 1
     if matched != total_calls:
         raise ModelError(
