@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from relay2cmake.arena import align_up
 from relay2cmake.errors import ModelError
 
 _BACKEND = re.compile(r"@(__TVMBackend\w+|__tvm_ffi_main)\b")
@@ -46,7 +47,7 @@ def scratch_bytes(ir_text: str, prefix: str) -> dict[str, int]:
                         "A kernel asks for scratch memory of a size known only at run time; "
                         "relay2cmake needs static sizes to plan the arena."
                     )
-                total += (int(size.group(1)) + 63) // 64 * 64
+                total += align_up(int(size.group(1)))
         if total:
             owner = _owner(function, prefix)
             result[owner] = result.get(owner, 0) + total
