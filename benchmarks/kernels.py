@@ -128,9 +128,7 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
         lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module)[0])
     calls = _calls(lowered["main"])
     prims = tvm.IRModule({gv: lowered[gv] for gv in lowered.get_global_vars() if gv.name_hint in calls})
-    scheduled, names = schedule_module(
-        prims, ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=False)
-    )
+    scheduled, names = schedule_module(prims, ScheduleOptions.for_objects(target, parallel=False))
     device = tvm.cpu()
     rows = []
     for gv in scheduled.get_global_vars():

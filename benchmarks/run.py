@@ -129,7 +129,7 @@ with tvm_target:
     rewritten = lowering.rewrite_relax(imported.module)[0]
     low = relax.backend.cpu_generic.get_default_pipeline(tvm_target)(rewritten)
 prims = tvm.IRModule({gv: f for gv, f in low.functions.items() if isinstance(f, tvm.tirx.PrimFunc)})
-scheduled, _ = schedule_module(prims, ScheduleOptions(target.vector_lanes, True, True))
+scheduled, _ = schedule_module(prims, ScheduleOptions.for_objects(target))
 for gv, f in scheduled.functions.items():
     low[gv] = f
 executable = tvm.compile(low, target=tvm_target, relax_pipeline=tvm.transform.Sequential([]))

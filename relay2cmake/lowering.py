@@ -119,7 +119,7 @@ def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase 
 
     renamed = _renamed(prims, f"{prefix}_wide")
     tuned = _tuned(renamed, tuning) if tuning is not None and tuning.target == wide.label else {}
-    options = ScheduleOptions(vector_lanes=wide.vector_lanes, vectorize=True, parallel=True)
+    options = ScheduleOptions.for_objects(wide)
     chosen = {
         gv: renamed[gv]
         for gv in renamed.get_global_vars()
@@ -255,7 +255,7 @@ def _llvm_ir(
     scheduled kernels."""
     scheduled, names = schedule_module(
         prims,
-        ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True),
+        ScheduleOptions.for_objects(target),
         serial,
         tuned,
         unscheduled,  # schedule_module leaves these alone, tuned or not

@@ -37,6 +37,11 @@ class ScheduleOptions:
     vectorize: bool  # False for the C target, which cannot print vector types
     parallel: bool
 
+    @classmethod
+    def for_objects(cls, target, parallel: bool = True) -> ScheduleOptions:
+        """The default schedules of an object set (a ``KernelTarget``): vectorized to its width."""
+        return cls(vector_lanes=target.vector_lanes, vectorize=True, parallel=parallel)
+
 
 def _divisor(extent: int, preferred: int) -> int:
     """The largest divisor of ``extent`` not above ``preferred`` (uneven splits add
@@ -379,13 +384,19 @@ def schedule_function(func, options: ScheduleOptions):
         return None  # (hand-written TIR such as scatter): TVM's default lowering stays
 
 
-def _schedule(func, options: ScheduleOptions):
+def deep_copy(func):
+    """A PrimFunc that shares nothing with ``func``: schedule primitives were seen to rewrite
+    the loops of a function that shares its body with the one scheduled (``with_attr``
+    copies share it), in place (TVM 0.27)."""
     import tvm
+
+    return tvm.ir.load_json(tvm.ir.save_json(func))
+
+
+def _schedule(func, options: ScheduleOptions):
     from tvm import s_tir
 
-    # A deep copy: schedule primitives were seen to rewrite loops of a function that shares
-    # its body with the one scheduled (``with_attr`` copies), in place (TVM 0.27).
-    sch = s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(func)))
+    sch = s_tir.Schedule(deep_copy(func))
     if _schedule_rows(sch, options) or _schedule_winograd_transforms(sch, options):
         return sch.mod["main"]
     reductions = _reduction_blocks(sch)

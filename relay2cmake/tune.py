@@ -113,7 +113,7 @@ def tune(
             except Exception as exc:
                 raise ModelError(f"MetaSchedule failed: {describe(exc, 500)}") from None
         records = []
-        options = ScheduleOptions(vector_lanes=target.vector_lanes, vectorize=True, parallel=True)
+        options = ScheduleOptions.for_objects(target)
         with progress("Timing tuned against default schedules"):
             for name, func in sorted(kernels.items()):
                 best = database.query_schedule(tvm.IRModule({"main": normalized(func)}), tvm_target, "main")

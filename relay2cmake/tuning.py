@@ -40,11 +40,10 @@ class TuningDatabase:
 
 def normalized(func):
     """A copy of the PrimFunc as MetaSchedule sees it: named ``main``, whatever the package
-    prefix. A deep copy: schedule primitives on a Schedule made from ``with_attr``'s result
-    were seen to rewrite the original function's loops in place (TVM 0.27)."""
-    import tvm
+    prefix, and a deep copy (``schedules.deep_copy``: scheduling it leaves ``func`` alone)."""
+    from relay2cmake.schedules import deep_copy
 
-    return tvm.ir.load_json(tvm.ir.save_json(func)).with_attr("global_symbol", "main")
+    return deep_copy(func).with_attr("global_symbol", "main")
 
 
 def workload_hash(func) -> str:
