@@ -16,7 +16,7 @@ import onnx
 
 from relay2cmake import arena
 from relay2cmake.errors import UserError
-from relay2cmake.frontends import check_model_path
+from relay2cmake.frontends import check_input_shape_names, check_model_path
 from relay2cmake.frontends.onnx import load_checked, unsupported_nodes
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
@@ -115,11 +115,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
     model = load_checked(path)
     initializers = {init.name for init in model.graph.initializer}
     inputs = [_tensor(vi) for vi in model.graph.input if vi.name not in initializers]
-    unknown = sorted(set(input_shapes) - {t.name for t in inputs})
-    if unknown:
-        raise UserError(
-            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model."
-        )
+    check_input_shape_names(input_shapes, [t.name for t in inputs])
     parameter_bytes = sum(len(onnx.numpy_helper.to_array(init).tobytes()) for init in model.graph.initializer)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     return Report(

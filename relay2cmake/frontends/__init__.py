@@ -59,6 +59,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def check_input_shape_names(input_shapes: dict, names: list[str]) -> None:
+    """Every ``--input-shape`` names an input of the model (``names``, in order)."""
+    unknown = sorted(set(input_shapes) - set(names))
+    if unknown:
+        raise UserError(
+            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model; "
+            f"its inputs are: {', '.join(map(repr, names)) or '(none)'}."
+        )
+
+
 def check_model_path(path: Path) -> None:
     if not path.exists():
         raise UserError(f"Model file {str(path)!r} does not exist.")

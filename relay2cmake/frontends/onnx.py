@@ -14,7 +14,13 @@ from onnx import TensorProto
 
 from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError, describe
-from relay2cmake.frontends import ImportedModel, Reference, TensorSignature, file_sha256
+from relay2cmake.frontends import (
+    ImportedModel,
+    Reference,
+    TensorSignature,
+    check_input_shape_names,
+    file_sha256,
+)
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import (
     drop_empty_resize_inputs,
@@ -140,12 +146,7 @@ def _input_signatures(
     initializers = {init.name for init in model.graph.initializer}
     graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
     names = [vi.name for vi in graph_inputs]
-    unknown = sorted(set(input_shapes) - set(names))
-    if unknown:
-        raise UserError(
-            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model; "
-            f"its inputs are: {', '.join(map(repr, names)) or '(none)'}."
-        )
+    check_input_shape_names(input_shapes, names)
     signatures = []
     for vi in graph_inputs:
         what = f"Input {vi.name!r}"

@@ -7,7 +7,7 @@ importer (PyTorch): both may carry symbolic dimensions, which ``--input-shape`` 
 from __future__ import annotations
 
 from relay2cmake.errors import ModelError, UserError
-from relay2cmake.frontends import TensorSignature
+from relay2cmake.frontends import TensorSignature, check_input_shape_names
 
 
 def _dims(shape) -> list:
@@ -24,12 +24,7 @@ def bind_input_shapes(module, names: list[str], input_shapes: dict[str, tuple[in
     from tvm import relax
 
     main = module["main"]
-    unknown = sorted(set(input_shapes) - set(names))
-    if unknown:
-        raise UserError(
-            f"--input-shape names {', '.join(map(repr, unknown))}, which is not an input of this model; "
-            f"its inputs are: {', '.join(map(repr, names)) or '(none)'}."
-        )
+    check_input_shape_names(input_shapes, names)
     bindings: dict[str, int] = {}
     for name, param in zip(names, main.params, strict=True):
         info = param.ty
