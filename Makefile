@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all fuzz lint system-deps
+.PHONY: demo test test-unit test-all fuzz lint system-deps
 
 demo: $(VENV)/.installed
 	$(BIN)/relay2cmake demo --out relay2cmake-demo
@@ -17,6 +17,10 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 test: $(VENV)/.installed-test system-deps
 	$(BIN)/ruff check relay2cmake tests tools benchmarks
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_WORKERS)
+
+# The quick loop while editing: naming, planning, arenas, weights, the import graph (seconds).
+test-unit: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/test_units.py -q
 
 test-all: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)
