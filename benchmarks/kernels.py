@@ -117,8 +117,8 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
     from tvm import relax
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lowering import rewrite_relax
-    from relay2cmake.schedules import ScheduleOptions, schedule_module
+    from relay2cmake.lower.pipeline import rewrite_relax
+    from relay2cmake.lower.schedules import ScheduleOptions, schedule_module
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]

@@ -114,9 +114,9 @@ VM_SCRIPT = r"""
 import json, sys, numpy as np, tvm
 from pathlib import Path
 from tvm import relax
-from relay2cmake import lowering
+from relay2cmake.lower import pipeline as lowering
 from relay2cmake.frontends import import_model
-from relay2cmake.schedules import ScheduleOptions, schedule_module
+from relay2cmake.lower.schedules import ScheduleOptions, schedule_module
 from relay2cmake.targets import host_runs_wide, parse_targets
 
 model, input_path, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

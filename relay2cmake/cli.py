@@ -225,7 +225,7 @@ def tune(
         shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
         if out.exists() and not force:
             raise UserError(f"{str(out)!r} exists; pass --force to replace it.")
-        from relay2cmake import tuning
+        from relay2cmake.lower import tuning_db
         from relay2cmake.tune import tune
 
         report = tune(
@@ -237,7 +237,7 @@ def tune(
             _progress(),
             winograd=not no_winograd,
         )
-        tuning.save(report.database, out)
+        tuning_db.save(report.database, out)
         for record in report.database.records:
             _echo(f"  {record.kernel}: {record.tuned_us:.1f} us tuned, {record.default_us:.1f} us default")
         _echo(

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from relay2cmake import golden, naming, self_check
-from relay2cmake import tuning as tuning_db
 from relay2cmake.emit.context import PackageIdentity
 from relay2cmake.emit.package import (
     check_output_dir,
@@ -21,7 +20,8 @@ from relay2cmake.emit.package import (
 )
 from relay2cmake.errors import ModelError
 from relay2cmake.frontends import import_model
-from relay2cmake.lowering import LoweredModel, lower, needs_aligned_inputs
+from relay2cmake.lower import tuning_db
+from relay2cmake.lower.pipeline import LoweredModel, lower, needs_aligned_inputs
 from relay2cmake.plan import PackagePlan, build_plan
 from relay2cmake.targets import KernelTarget, parse_targets
 

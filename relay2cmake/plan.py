@@ -22,7 +22,7 @@ from relay2cmake.naming import unique_identifiers
 
 if TYPE_CHECKING:  # the plan reads both stages' results; it imports neither
     from relay2cmake.frontends import ImportedModel
-    from relay2cmake.lowering import LoweredModel
+    from relay2cmake.lower.pipeline import LoweredModel
 
 # Relax builtins that only check or bookkeep what the driver already guarantees.
 IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm.kill_object"})

@@ -2,7 +2,7 @@
 keeps a tuned schedule only when it ran faster than the default schedule, both timed here
 the same way. By default ``tune`` tunes the set this machine runs: the default x86-64 set,
 or its AVX-512 twin on CPUs with AVX-512. The records it keeps form a tuning database
-(``tuning.py``), which ``gen --tuning-db`` replays.
+(``lower/tuning_db.py``), which ``gen --tuning-db`` replays.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay2cmake.errors import ModelError, UserError, describe
-from relay2cmake.tuning import TuningDatabase, TuningRecord, normalized, workload_hash
+from relay2cmake.lower.tuning_db import TuningDatabase, TuningRecord, normalized, workload_hash
 
 BUILD_FUNCTION = "relay2cmake.tuning.build"  # MetaSchedule's builder workers look it up by name
 
@@ -75,8 +75,8 @@ def tune(
     from tvm.s_tir import meta_schedule as ms
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lowering import lowered_kernels
-    from relay2cmake.schedules import ScheduleOptions, schedule_function
+    from relay2cmake.lower.pipeline import lowered_kernels
+    from relay2cmake.lower.schedules import ScheduleOptions, schedule_function
     from relay2cmake.targets import host_runs_wide, parse_targets
 
     start = time.perf_counter()

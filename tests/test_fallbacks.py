@@ -14,9 +14,9 @@ from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, ctest, run
 
-from relay2cmake import lowering
 from relay2cmake.errors import ModelError
 from relay2cmake.generate import GenerateOptions, generate
+from relay2cmake.lower import pipeline as lowering
 
 
 def _cnn(path: Path, opset: int = 13, dropout_mask: bool = False) -> Path:

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from packaging_helpers import call_kernel
 
-from relay2cmake import nhwc, packed_matmul
-from relay2cmake.schedules import ScheduleOptions, _vector_width, schedule_function
+from relay2cmake.lower.rewrites import conv2d_nhwc as nhwc
+from relay2cmake.lower.rewrites import packed_matmul
+from relay2cmake.lower.schedules import ScheduleOptions, _vector_width, schedule_function
 
 AVX512 = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False)
 

@@ -39,9 +39,9 @@ def _handmade_database(model_path, path, target: str = "x86_64:x86-64-v3") -> st
     that replaying it is what the package runs; returns the kernel's name."""
     import tvm
 
-    from relay2cmake import tuning
     from relay2cmake.frontends import import_model
-    from relay2cmake.lowering import lowered_kernels
+    from relay2cmake.lower import tuning_db as tuning
+    from relay2cmake.lower.pipeline import lowered_kernels
 
     _, prims, _ = lowered_kernels(import_model(model_path, {}).module, "t")
     (gv,) = prims.get_global_vars()

@@ -118,7 +118,7 @@ def test_weight_shards_split_large_models(monkeypatch):
 @pytest.fixture(scope="module")
 def plans(zoo_dir):
     from relay2cmake.frontends import import_model
-    from relay2cmake.lowering import lower
+    from relay2cmake.lower.pipeline import lower
     from relay2cmake.plan import build_plan
 
     def plan_of(model: str, shapes=None):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from packaging_helpers import call_kernel
 
-from relay2cmake import winograd
-from relay2cmake.schedules import ScheduleOptions, schedule_function
+from relay2cmake.lower.rewrites import winograd
+from relay2cmake.lower.schedules import ScheduleOptions, schedule_function
 
 
 def _correlate(image: np.ndarray, hwio: np.ndarray) -> np.ndarray:

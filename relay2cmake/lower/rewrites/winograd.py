@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from relay2cmake.packed_matmul import PACK  # output channels per contiguous block of U
+from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous block of U
 
 OUTPUT_TILE = 2  # m: outputs per tile side
 PATCH = OUTPUT_TILE + 2  # alpha: input patch (and transformed tile) side

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from relay2cmake.relax_rewrite import rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
 
 # Reductions over at least this many elements per output accumulate in float64. Below it a
 # float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.

@@ -19,7 +19,7 @@ import numpy as np
 
 from relay2cmake.builtins import CHECK_INDICES, INPUT_MARK
 from relay2cmake.errors import ModelError
-from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
 
 # Relax operator → the name a user knows it by (ONNX's, which PyTorch's indexing maps to).
 _OPERATORS = {

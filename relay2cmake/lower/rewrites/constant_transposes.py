@@ -7,7 +7,7 @@ nothing else of the graph is evaluated.
 
 from __future__ import annotations
 
-from relay2cmake.relax_rewrite import rewrite_functions
+from relay2cmake.lower.rewrites.common import rewrite_functions
 
 
 def fold_constant_transposes(module):

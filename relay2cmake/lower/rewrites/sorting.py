@@ -14,7 +14,7 @@ import math
 
 from relay2cmake.builtins import SORT
 from relay2cmake.errors import ModelError
-from relay2cmake.relax_rewrite import rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
 
 _OPERATORS = {"relax.topk": "TopK", "relax.sort": "Sort", "relax.argsort": "ArgSort"}
 

@@ -41,7 +41,7 @@ class TuningDatabase:
 def normalized(func):
     """A copy of the PrimFunc as MetaSchedule sees it: named ``main``, whatever the package
     prefix, and a deep copy (``schedules.deep_copy``: scheduling it leaves ``func`` alone)."""
-    from relay2cmake.schedules import deep_copy
+    from relay2cmake.lower.schedules import deep_copy
 
     return deep_copy(func).with_attr("global_symbol", "main")
 

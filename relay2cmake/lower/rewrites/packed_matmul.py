@@ -16,7 +16,7 @@ kernel never reads. Everything else keeps TVM's legalization.
 
 from __future__ import annotations
 
-from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
 
 PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON vectors
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on

@@ -7,7 +7,7 @@ run at about 1 GFLOPS. These patterns cover most of the arithmetic in real model
 - matmul-like: one reduction block with a single reduction axis (dense, matmul, batch
   matmul, M = 1 included). A register tile of ``rows x (4 vectors)`` accumulators,
   vectorized along the output's contiguous axis, the reduction unrolled by 4.
-- channels-last convolutions (``nhwc.py``'s blocks, found by name): regular, 1x1, strided
+- channels-last convolutions (``conv2d_nhwc.py``'s blocks, found by name): regular, 1x1, strided
   and depthwise. A tile of a few pixels x a few vectors of output channels, sized by
   ``_pixel_tile``; a regular conv's padding stays its own stage (a plain copy is
   inlined), a depthwise conv reads it inline.
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from relay2cmake.nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
-from relay2cmake.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
+from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
+from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay2cmake import kernel_source, object_code
-from relay2cmake.c_legalize import widen_float16_mod
-from relay2cmake.constant_transposes import fold_constant_transposes
-from relay2cmake.control_flow import if_to_select
 from relay2cmake.errors import ModelError, describe
-from relay2cmake.fast_math import vectorizable_math
-from relay2cmake.index_checks import check_indices
 from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
-from relay2cmake.nhwc import convolutions_channels_last
-from relay2cmake.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
-from relay2cmake.packed_matmul import pack_matmul_weights
-from relay2cmake.schedules import ScheduleOptions, schedule_function, schedule_module
-from relay2cmake.sorting import sort_builtins
+from relay2cmake.lower import c_source, llvm_ir
+from relay2cmake.lower.rewrites.c_legalize import widen_float16_mod
+from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
+from relay2cmake.lower.rewrites.control_flow import if_to_select
+from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+from relay2cmake.lower.rewrites.fast_math import vectorizable_math
+from relay2cmake.lower.rewrites.index_checks import check_indices
+from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
+from relay2cmake.lower.rewrites.packed_matmul import pack_matmul_weights
+from relay2cmake.lower.rewrites.sorting import sort_builtins
+from relay2cmake.lower.schedules import ScheduleOptions, schedule_function, schedule_module
+from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
-from relay2cmake.tuning import TuningDatabase
 
 
 def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
@@ -132,7 +132,7 @@ def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase 
 
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
     """Kernel name → its PrimFunc scheduled by a tuning record, where one applies."""
-    from relay2cmake import tuning as tuning_db
+    from relay2cmake.lower import tuning_db
 
     records = tuning.by_workload()
     result = {}
@@ -173,12 +173,12 @@ def _object(
             raise ModelError(f"LLVM could build none of the kernels for {target.label}") from None
         text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
     try:
-        scratch = object_code.scratch_bytes(text, prefix)
-    except object_code.ParallelScratch:
+        scratch = llvm_ir.scratch_bytes(text, prefix)
+    except llvm_ir.ParallelScratch:
         serial = _serial_kernels(prims, prefix, target, tuned, unscheduled)
         tuned = {name: f for name, f in tuned.items() if name not in serial}  # default, serial
         text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
-        scratch = object_code.scratch_bytes(text, prefix)
+        scratch = llvm_ir.scratch_bytes(text, prefix)
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path, object_path = Path(folder) / "kernels.ll", Path(folder) / "kernels.o"
         ir_path.write_text(text)
@@ -232,8 +232,8 @@ def _serial_kernels(
     def allocates_in_parallel(module) -> bool:
         try:
             text = _llvm_ir(module, prefix, target, frozenset(), tuned, unscheduled)[0]
-            object_code.scratch_bytes(text, prefix)
-        except object_code.ParallelScratch:
+            llvm_ir.scratch_bytes(text, prefix)
+        except llvm_ir.ParallelScratch:
             return True
         return False
 
@@ -264,7 +264,7 @@ def _llvm_ir(
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path = Path(folder) / "kernels.ll"
         library.write_to_file(str(ir_path))
-        return object_code.prefix_backend_symbols(ir_path.read_text(), prefix), names
+        return llvm_ir.prefix_backend_symbols(ir_path.read_text(), prefix), names
 
 
 def _renamed(prims, symbol_prefix: str):
@@ -455,12 +455,12 @@ def lower(
     symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}
     abi_header = f"{prefix}_kernel_abi.h"
     if not called:
-        code = KernelCode(kernel_source.adapt("", abi_header), tvm_version=str(tvm.__version__))
+        code = KernelCode(c_source.adapt("", abi_header), tvm_version=str(tvm.__version__))
         return LoweredModel(
             prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
     source = _build(prims, c_target, "C code").inspect_source()
-    scratch = kernel_source.scratch_bytes(source)
+    scratch = c_source.scratch_bytes(source)
     objects, skipped = {}, {}
     for target in targets:
         if not target.is_object:
@@ -475,7 +475,7 @@ def lower(
             subset = tvm.IRModule(
                 {gv: f for gv, f in prims.functions.items() if gv.name_hint in object_set.in_c}
             )
-            in_c = kernel_source.adapt(_build(subset, c_target, "C code").inspect_source(), abi_header)
+            in_c = c_source.adapt(_build(subset, c_target, "C code").inspect_source(), abi_header)
             object_set = dataclasses.replace(object_set, c_source=in_c)
         wide = target.wide_variant() if optimise else None
         if wide is not None:
@@ -490,5 +490,5 @@ def lower(
                 object_scratch = _merged(object_scratch, {base[k]: v for k, v in wide_scratch.items()})
         objects[target.arch] = object_set
         scratch = _merged(scratch, object_scratch)
-    code = KernelCode(kernel_source.adapt(source, abi_header), objects, skipped, str(tvm.__version__))
+    code = KernelCode(c_source.adapt(source, abi_header), objects, skipped, str(tvm.__version__))
     return LoweredModel(prefix, main, symbols, scratch, code, fallbacks)

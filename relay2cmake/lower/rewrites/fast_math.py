@@ -15,7 +15,7 @@ the transformer block's softmax run at 1.3 GFLOPS.
 
 from __future__ import annotations
 
-from relay2cmake.relax_rewrite import rewrite_functions
+from relay2cmake.lower.rewrites.common import rewrite_functions
 
 
 def vectorizable_math(module):

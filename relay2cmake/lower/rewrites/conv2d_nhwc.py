@@ -17,11 +17,11 @@ convolution keeps TVM's NHWC legalization.
 
 from __future__ import annotations
 
-from relay2cmake import winograd
-from relay2cmake.constant_transposes import fold_constant_transposes
 from relay2cmake.errors import describe
-from relay2cmake.packed_matmul import PACK  # output channels per contiguous weight block
-from relay2cmake.relax_rewrite import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites import winograd
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
+from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous weight block
 
 # Block names the schedules dispatch on (TVM's own NHWC convolution is "conv2d_nhwc").
 CONV_BLOCK = "r2c_conv2d_nhwc"
