@@ -169,7 +169,7 @@ def gen(
             check_package_name(name)
         shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
 
-        from relay2cmake.generate import GenerateOptions, generate
+        from relay2cmake.commands.generate import GenerateOptions, generate
 
         report = generate(
             GenerateOptions(
@@ -225,8 +225,8 @@ def tune(
         shapes, constants = parse_input_shapes(input_shape), parse_constant_inputs(constant_input)
         if out.exists() and not force:
             raise UserError(f"{str(out)!r} exists; pass --force to replace it.")
+        from relay2cmake.commands.tune import tune
         from relay2cmake.lower import tuning_db
-        from relay2cmake.tune import tune
 
         report = tune(
             model,
@@ -263,7 +263,7 @@ def inspect(
 
         check_model_path(model)
         shapes = parse_input_shapes(input_shape)
-        from relay2cmake.inspect import inspect_model, render_text
+        from relay2cmake.commands.inspect import inspect_model, render_text
 
         report = inspect_model(model, shapes)
         _echo(json.dumps(report.as_dict(), indent=2) if as_json else render_text(report))
@@ -279,7 +279,7 @@ def demo(
     """Generate, build, install and run a package from the bundled sample model."""
 
     def action() -> None:
-        from relay2cmake.demo import run_demo
+        from relay2cmake.commands.demo import run_demo
 
         seconds = run_demo(out, force, _progress())
         timing = ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())

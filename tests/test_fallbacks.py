@@ -14,8 +14,8 @@ from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, ctest, run
 
+from relay2cmake.commands.generate import GenerateOptions, generate
 from relay2cmake.errors import ModelError
-from relay2cmake.generate import GenerateOptions, generate
 from relay2cmake.lower import pipeline as lowering
 
 
@@ -331,7 +331,7 @@ def test_dropout_with_its_mask_keeps_channels_last(tmp_path):
 def test_an_optimised_lowering_that_cannot_be_planned_falls_back_to_the_plain_path(
     model, tmp_path, monkeypatch
 ):
-    from relay2cmake import generate as generate_module
+    from relay2cmake.commands import generate as generate_module
 
     real, calls = generate_module.build_plan, []
 

@@ -170,7 +170,7 @@ class _CacheConcat(torch.nn.Module):
 
 
 def test_pt2_concat_with_an_empty_cache(tmp_path):
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     path = tmp_path / "cache.pt2"
     _export(_CacheConcat(), torch.randn(1, 2, 4, 8), path)
@@ -195,7 +195,7 @@ class _Bags(torch.nn.Module):
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_pt2_embedding_bag_and_triu_indices(mode, tmp_path):
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     torch.manual_seed(2)
     ids, x = torch.randint(0, 50, (3, 5)), torch.randn(4)
@@ -297,7 +297,7 @@ SLICED_INDEXING_EXAMPLE = (torch.randn(2, 3, 4, 5), torch.tensor([0, 2, -1, 1]),
 def test_pt2_advanced_indexing_after_slices(tmp_path):
     """Generated (self-checked against PyTorch's golden outputs), built, and run on fresh
     inputs; indices from the caller still reach the kernels only through the check."""
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     program = torch.export.export(_SlicedIndexing().eval(), SLICED_INDEXING_EXAMPLE)
     torch.export.save(program, str(tmp_path / "sliced.pt2"))

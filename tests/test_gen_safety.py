@@ -91,8 +91,8 @@ def test_malformed_models_get_one_complete_sentence(tmp_path):
     import pytest
     from onnx import TensorProto, helper
 
+    from relay2cmake.commands.generate import GenerateOptions, generate
     from relay2cmake.errors import ModelError
-    from relay2cmake.generate import GenerateOptions, generate
 
     def floats(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)

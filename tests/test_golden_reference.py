@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, ctest, run
 
 from relay2cmake import golden
+from relay2cmake.commands.generate import GenerateOptions, generate
 from relay2cmake.frontends import Reference, import_model
-from relay2cmake.generate import GenerateOptions, generate
 
 INF, NAN = float("inf"), float("nan")
 

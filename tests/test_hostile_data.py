@@ -20,8 +20,8 @@ from model_zoo import save_model
 from onnx import TensorProto, helper
 from packaging_helpers import configure_build, run
 
+from relay2cmake.commands.generate import GenerateOptions, generate
 from relay2cmake.errors import ModelError
-from relay2cmake.generate import GenerateOptions, generate
 
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

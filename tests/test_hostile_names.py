@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 
-from relay2cmake.generate import GenerateOptions, generate
+from relay2cmake.commands.generate import GenerateOptions, generate
 
 C_PAYLOADS = [
     "x\n#error injected through a name\n",

@@ -28,7 +28,7 @@ class _Sorting(torch.nn.Module):
 def test_pt2_topk_sort_and_argsort_match_pytorch(tmp_path):
     import json
 
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     x = torch.randn(4, 37, 6)
     path = tmp_path / "sorting.pt2"
@@ -68,7 +68,7 @@ def _nms_model(path):
 
 
 def test_non_max_suppression_matches_onnxruntime_and_refuses_a_bad_threshold(tmp_path):
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     model = _nms_model(tmp_path / "nms.onnx")
     generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Nms", self_check=False))

@@ -17,7 +17,7 @@ from model_zoo import save_model
 from onnx import TensorProto, helper
 from packaging_helpers import configure_build, run
 
-from relay2cmake.generate import GenerateOptions, generate
+from relay2cmake.commands.generate import GenerateOptions, generate
 
 UNARY = [
     "Relu", "Erf", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Abs", "Neg", "Floor", "Ceil", "Round",

@@ -205,7 +205,7 @@ def test_plan_and_emit_stages_do_not_import_tvm():
     probe = (
         "import sys\n"
         "import relay2cmake.plan, relay2cmake.emit.package, relay2cmake.emit.context, relay2cmake.golden\n"
-        "import relay2cmake.self_check, relay2cmake.builtins, relay2cmake.naming\n"
+        "import relay2cmake.commands.self_check, relay2cmake.builtins, relay2cmake.naming\n"
         "assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('tvm'))[:5]\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -218,7 +218,7 @@ def test_resize_with_empty_roi_and_scales_beside_sizes(tmp_path):
     sizes"). The package is built and checked against ONNX Runtime by gen's self-check."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from relay2cmake.generate import GenerateOptions, generate
+    from relay2cmake.commands.generate import GenerateOptions, generate
 
     nodes = [
         helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32))),
@@ -244,7 +244,7 @@ def test_resize_with_empty_roi_and_scales_beside_sizes(tmp_path):
 
 
 def test_bisection_finds_the_first_failing_cut_in_few_probes():
-    from relay2cmake.divergence import Cut, first_diverging
+    from relay2cmake.commands.divergence import Cut, first_diverging
 
     candidates = [Cut(i, f"node {i}", None) for i in range(100)]
     for first_bad in (0, 1, 37, 99):

@@ -252,8 +252,8 @@ def _tvm_alone(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndar
 
 
 def _generate(model_path: Path, out: Path, name: str, constants: dict[str, str]) -> str:
+    from relay2cmake.commands.generate import GenerateOptions, generate
     from relay2cmake.errors import Relay2CMakeError
-    from relay2cmake.generate import GenerateOptions, generate
 
     # No self-check: the super-build below runs every package on the case's own inputs and
     # compares with ONNX's expected outputs, a stronger check than gen's own golden test.

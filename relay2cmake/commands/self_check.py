@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay2cmake import build
+from relay2cmake.commands import cmake_runner
 from relay2cmake.errors import BuildError
 from relay2cmake.targets import host_runs_wide
 
@@ -81,19 +81,19 @@ def check_package(
         for index, variant in enumerate(variants(prefix, object_arches, has_wide)):
             build_dir = Path(scratch) / f"b{index}"
             try:
-                build.configure(package, build_dir, *common, *variant.definitions)
+                cmake_runner.configure(package, build_dir, *common, *variant.definitions)
             except BuildError as exc:
                 if index == 0 and _no_compiler(str(exc)):
                     return CheckResult((), (), skipped="no working C compiler was found for CMake")
                 failures.append(f"{variant.label}: CMake could not configure the package: {_tail(exc)}")
                 continue
             try:
-                build.build(build_dir, target=f"{prefix}_golden")
+                cmake_runner.build(build_dir, target=f"{prefix}_golden")
             except BuildError as exc:
                 failures.append(f"{variant.label}: the package does not compile: {_tail(exc)}")
                 continue
             try:
-                build.test(build_dir)
+                cmake_runner.test(build_dir)
             except BuildError as exc:
                 failures.append(f"{variant.label}: {_failed_outputs(str(exc))}")
                 continue

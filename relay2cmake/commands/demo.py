@@ -10,9 +10,9 @@ import shutil
 import time
 from pathlib import Path
 
-from relay2cmake import build
+from relay2cmake.commands import cmake_runner
+from relay2cmake.commands.generate import GenerateOptions, Steps, generate, timed_step
 from relay2cmake.errors import UserError
-from relay2cmake.generate import GenerateOptions, Steps, generate, timed_step
 from relay2cmake.samples import DEMO_APP, DIGITS_MODEL
 
 MARKER = ".relay2cmake-demo"
@@ -46,18 +46,18 @@ def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
     step(
         "build",
         "Building the package with CMake",
-        lambda: (build.configure(package, build_dir), build.build(build_dir)),
+        lambda: (cmake_runner.configure(package, build_dir), cmake_runner.build(build_dir)),
     )
-    step("test", "Running its golden test (ctest)", lambda: build.test(build_dir))
-    step("install", f"Installing to {prefix}", lambda: build.install(build_dir, prefix))
+    step("test", "Running its golden test (ctest)", lambda: cmake_runner.test(build_dir))
+    step("install", f"Installing to {prefix}", lambda: cmake_runner.install(build_dir, prefix))
     step(
         "app",
         "Building an application with find_package(Digits)",
         lambda: (
-            build.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"),
-            build.build(app_build),
+            cmake_runner.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"),
+            cmake_runner.build(app_build),
         ),
     )
-    output = step("run", "Running it", lambda: build.run_program(app_build / "digits_demo"))
+    output = step("run", "Running it", lambda: cmake_runner.run_program(app_build / "digits_demo"))
     print(output.rstrip())
     return seconds

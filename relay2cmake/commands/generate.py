@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relay2cmake import golden, naming, self_check
+from relay2cmake import golden, naming
+from relay2cmake.commands import self_check
 from relay2cmake.emit.context import PackageIdentity
 from relay2cmake.emit.package import (
     check_output_dir,
@@ -182,7 +183,7 @@ def _first_diverging_operator(build: _Builder, options: GenerateOptions) -> str:
 
     import onnx
 
-    from relay2cmake import divergence
+    from relay2cmake.commands import divergence
 
     if not options.locate_divergence or options.model.suffix.lower() != ".onnx" or not options.self_check:
         return ""
