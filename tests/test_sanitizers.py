@@ -10,9 +10,9 @@ from model_zoo import MODELS, package_name
 from packaging_helpers import configure_build, ctest, run
 
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
-# Two models in the default run (a CNN through objects, one with every I/O dtype through C);
-# the rest of the zoo with `-m slow`.
-QUICK = {("cnn", "objects"), ("all_dtypes", "c"), ("multi_io", "objects")}
+# In the default run: a CNN through objects, every I/O dtype through C, the builtins (sort,
+# NonMaxSuppression, NonZero, Unique, Compress) through C; the rest of the zoo with `-m slow`.
+QUICK = {("cnn", "objects"), ("all_dtypes", "c"), ("multi_io", "objects"), ("data_dependent", "c")}
 CASES = [
     pytest.param(model, kernels, marks=() if (model, kernels) in QUICK else pytest.mark.slow)
     for model in MODELS

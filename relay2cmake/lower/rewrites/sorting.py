@@ -63,7 +63,7 @@ def sort_builtins(module):
             out_ty = [
                 relax.TensorType((outer, k, inner), dtype),
                 relax.TensorType((outer, k, inner), index_dtype),
-                relax.TensorType((2 * n,), "int64"),  # the builtin's working memory (order, merge)
+                relax.TensorType((3 * n,), "int64"),  # the builtin's working memory (order, merge, keys)
             ]
             result = builder.emit(relax.call_dps_packed(SORT, args, out_ty=out_ty))
             values = builder.emit(relax.op.reshape(builder.emit(relax.TupleGetItem(result, 0)), out_shape))

@@ -306,9 +306,43 @@ static void awkwardnames_store_index(DLTensor* tensor, int64_t at, int64_t value
   }
 }
 
+/* Float keys in a double each (read once, not at every comparison): NaN above everything,
+ * equal to another NaN, as compare_elements orders them. */
+typedef struct awkwardnames_keys {
+  const double* keys;
+  int descending;
+} awkwardnames_keys;
+
+static int awkwardnames_compare_keys(const void* context, int64_t a, int64_t b) {
+  const awkwardnames_keys* k = (const awkwardnames_keys*)context;
+  double x = k->keys[a], y = k->keys[b];
+  int x_nan = x != x, y_nan = y != y;
+  int order = (x_nan || y_nan) ? x_nan - y_nan : (x > y) - (x < y);
+  return k->descending ? -order : order;
+}
+
+/* The first k of items 0..n-1 in the comparison's order into order[0..k), stably: a later
+ * item goes before a kept one only when strictly before it. For small k (top-k of a
+ * vocabulary): one pass, a few insertions. */
+static void awkwardnames_select_first(int64_t* order, int64_t n, int64_t k, awkwardnames_compare_fn compare,
+                                      const void* context) {
+  int64_t kept = 0, j;
+  for (j = 0; j < n; ++j) {
+    int64_t at;
+    if (kept == k && compare(context, j, order[k - 1]) >= 0) continue;
+    at = kept < k ? kept++ : k - 1;
+    while (at > 0 && compare(context, j, order[at - 1]) < 0) {
+      order[at] = order[at - 1];
+      --at;
+    }
+    order[at] = j;
+  }
+}
+
 /* sort(x [outer, n, inner], k, descending) -> values, indices [outer, k, inner]: the first k
  * of each line in sorted order (TopK, Sort, ArgSort). Stable: equal values keep their order,
- * so the lower index comes first (ONNX TopK's rule). work holds 2n int64. */
+ * so the lower index comes first (ONNX TopK's rule). work holds 3n int64: the order, the
+ * merge's scratch and, for floats, the line's keys. */
 int32_t awkwardnames_builtin_sort(void* self, void* args, int32_t num_args, void* result) {
   const DLTensor* x = awkwardnames_arg_tensor(args, 0);
   int64_t k = ((TVMFFIAny*)args)[1].v_int64;
@@ -317,18 +351,35 @@ int32_t awkwardnames_builtin_sort(void* self, void* args, int32_t num_args, void
   int64_t* work = (int64_t*)awkwardnames_arg_tensor(args, 5)->data;
   int64_t outer = x->shape[0], n = x->shape[1], inner = x->shape[2], o, i, j;
   size_t width = awkwardnames_element_bytes(x);
+  double* keys = (double*)(work + 2 * n);
+  int is_float = awkwardnames_is_float(x);
   awkwardnames_line line;
+  awkwardnames_keys keyed;
+  awkwardnames_compare_fn compare = is_float ? awkwardnames_compare_keys : awkwardnames_compare_in_line;
+  const void* context = is_float ? (const void*)&keyed : (const void*)&line;
   (void)self;
   (void)num_args;
   (void)result;
   line.tensor = x;
   line.stride = inner;
   line.descending = ((TVMFFIAny*)args)[2].v_int64 != 0;
+  keyed.keys = keys;
+  keyed.descending = line.descending;
   for (o = 0; o < outer; ++o) {
     for (i = 0; i < inner; ++i) {
       line.base = o * n * inner + i;
-      for (j = 0; j < n; ++j) work[j] = j;
-      awkwardnames_merge_sort(work, work + n, n, awkwardnames_compare_in_line, &line);
+      if (x->dtype.code == 2 && x->dtype.bits == 32) {  /* the common case, read directly */
+        const float* data = (const float*)x->data + line.base;
+        for (j = 0; j < n; ++j) keys[j] = data[j * inner];
+      } else if (is_float) {
+        for (j = 0; j < n; ++j) keys[j] = awkwardnames_float_value(x, line.base + j * inner);
+      }
+      if (k <= 64 && k < n) {
+        awkwardnames_select_first(work, n, k, compare, context);
+      } else {
+        for (j = 0; j < n; ++j) work[j] = j;
+        awkwardnames_merge_sort(work, work + n, n, compare, context);
+      }
       for (j = 0; j < k; ++j) {
         int64_t to = (o * k + j) * inner + i;
         memcpy((unsigned char*)values->data + (size_t)to * width,
