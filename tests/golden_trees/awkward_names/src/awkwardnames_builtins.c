@@ -434,17 +434,6 @@ static int awkwardnames_overlaps(const float* a, const float* b, float threshold
   return intersection / union_area > threshold;
 }
 
-typedef struct awkwardnames_scores {
-  const DLTensor* tensor;
-  int64_t base;
-} awkwardnames_scores;
-
-/* Higher score first; equal scores keep the lower box index first. */
-static int awkwardnames_compare_scores(const void* context, int64_t a, int64_t b) {
-  const awkwardnames_scores* s = (const awkwardnames_scores*)context;
-  return -awkwardnames_compare_elements(s->tensor, s->base + a, s->base + b);
-}
-
 /* NonMaxSuppression(boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class,
  * iou_threshold, score_threshold, has_score_threshold, center_point_box) -> selected
  * [batch, class, box] rows (bound [B * C * min(N, max), 3]), extent; work holds 3n int64.
@@ -466,7 +455,7 @@ int32_t awkwardnames_builtin_non_max_suppression(void* self, void* args, int32_t
   int64_t batches = scores->shape[0], classes = scores->shape[1], n = scores->shape[2];
   int64_t capacity = selected_tensor->shape[0], limit, count = 0, b, c, i, j;
   int64_t *order = work, *kept = work + 2 * n;
-  awkwardnames_scores context;
+  awkwardnames_line line;  /* one class's scores, best first; the sort is stable, so ties keep box order */
   (void)self;
   (void)num_args;
   (void)result;
@@ -478,16 +467,18 @@ int32_t awkwardnames_builtin_non_max_suppression(void* self, void* args, int32_t
   }
   /* A NaN or negative maximum keeps nothing, as 0 does; the bound caps the rest. */
   limit = max_per_class > 0.0 ? (max_per_class < (double)n ? (int64_t)max_per_class : n) : 0;
-  context.tensor = scores;
+  line.tensor = scores;
+  line.stride = 1;
+  line.descending = 1;
   for (b = 0; b < batches; ++b) {
     for (c = 0; c < classes; ++c) {
       int64_t candidates = 0, kept_count = 0;
-      context.base = (b * classes + c) * n;
+      line.base = (b * classes + c) * n;
       for (i = 0; i < n && limit > 0; ++i) {
-        double score = awkwardnames_float_value(scores, context.base + i);
+        double score = awkwardnames_float_value(scores, line.base + i);
         if (!has_score_threshold || score > score_threshold) order[candidates++] = i;
       }
-      awkwardnames_merge_sort(order, work + n, candidates, awkwardnames_compare_scores, &context);
+      awkwardnames_merge_sort(order, work + n, candidates, awkwardnames_compare_in_line, &line);
       for (i = 0; i < candidates && kept_count < limit && count < capacity; ++i) {
         float box[4];
         int suppressed = 0;
