@@ -3,6 +3,7 @@ directory, and an interrupted gen leaves no hidden half-written package behind."
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -33,22 +34,29 @@ def test_force_never_deletes_the_models_folder_or_the_working_directory(tmp_path
 
 
 def test_sigterm_during_gen_leaves_no_staging_folder(tmp_path):
-    out = tmp_path / "out"
+    """Interrupted while CMake try-compiles in the self-check build: CMake's own children must stop
+    too, or they write into the folders being removed ("Directory not empty")."""
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
     process = subprocess.Popen(
         [sys.executable, "-m", "relay2cmake", "-q", "gen", str(DIGITS_MODEL), "-o", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     deadline = time.monotonic() + 300
-    while not list(tmp_path.glob(".out.*")) and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # the staging folder exists from rendering until the self-check ends
+    try_compiles = "relay2cmake-check-*/b0/CMakeFiles/CMakeScratch/TryCompile-*"
+    while not list(scratch.glob(try_compiles)) and process.poll() is None:
+        assert time.monotonic() < deadline, "the self-check never started"
+        time.sleep(0.02)
     assert process.poll() is None, "gen finished before it could be interrupted"
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode != 0 and "interrupted" in stderr, stderr
     assert not out.exists()
-    assert list(tmp_path.iterdir()) == [], [p.name for p in tmp_path.iterdir()]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
+    assert list(scratch.glob("relay2cmake-*")) == []  # the self-check's build folders are gone
 
 
 def _one_node_model(path: Path, nodes, inputs, outputs, initializers=()) -> Path:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -321,3 +323,30 @@ def test_import_graph_has_no_circles_and_emit_sees_only_the_plan():
             assert not bad, f"{module} imports {bad}"
     plan_level = [t for t, top in graph["relay2cmake.plan"] if top and t.startswith(forbidden)]
     assert not plan_level, plan_level
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_an_interrupted_build_command_stops_everything_it_started(tmp_path):
+    """CMake's compilers must not outlive an interrupted gen: they would write into the
+    self-check's folder while it is removed (seen once in CI as "Directory not empty")."""
+    import signal
+
+    from relay2cmake.commands import cmake_runner
+
+    started = tmp_path / "child.pid"
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            cmake_runner._run(["sh", "-c", f"sleep 60 & echo $! > {started}; wait"], "a build")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    child = int(started.read_text())
+    status = Path(f"/proc/{child}/status")
+    gone = not status.exists() or "State:\tZ" in status.read_text()  # dead (maybe not yet reaped)
+    assert gone, f"the command's child {child} still runs"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +24,33 @@ def tool(name: str) -> str:
 
 
 def _run(command: list[str], what: str) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        log = (result.stdout + result.stderr).strip().splitlines()
+    # A session of its own, so that an interruption stops CMake's compilers and try-compiles
+    # too: they would otherwise keep writing into a folder that is being removed.
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        _stop_all(process)
+        raise
+    if process.returncode != 0:
+        log = (stdout + stderr).strip().splitlines()
         tail = "\n".join(log[-25:])
-        raise BuildError(f"{what} failed (exit code {result.returncode}):\n{tail}")
-    return result.stdout
+        raise BuildError(f"{what} failed (exit code {process.returncode}):\n{tail}")
+    return stdout
+
+
+def _stop_all(process: subprocess.Popen) -> None:
+    """Kill the command and everything it started, and wait until it is gone."""
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:  # Windows: no process groups here; the command itself
+        process.kill()
+    process.communicate()
 
 
 def configure(source: Path, build: Path, *definitions: str) -> None:
