@@ -56,8 +56,19 @@ def render_templates(context: dict[str, Any]) -> dict[str, bytes]:
         if target.endswith(".j2"):
             files[target[:-3]] = env.get_template(relative).render(**context).encode("utf-8")
         else:
-            files[target] = path.read_bytes()
+            files[target] = static_source(path.read_text(encoding="utf-8"), context).encode("utf-8")
     return files
+
+
+def static_source(text: str, context: dict[str, Any]) -> str:
+    """A file that is the same in every package (the C runtime): real C with ``__prefix__``
+    (``__PREFIX__``) where the package's prefix goes and ``/*__banner__*/`` for the banner;
+    whatever depends on the model is a macro in the generated headers."""
+    return (
+        text.replace("/*__banner__*/", context["banner_c"])
+        .replace("__prefix__", context["prefix"])
+        .replace("__PREFIX__", context["PREFIX"])
+    )
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

@@ -12,6 +12,23 @@
 #define AWKWARDNAMES_NUM_BUFFERS 5
 #define AWKWARDNAMES_NUM_ARGS 9
 #define AWKWARDNAMES_NUM_STEPS 3
+
+/* A macro's value as a string literal, for messages ("expected " AWKWARDNAMES_TEXT(AWKWARDNAMES_NUM_INPUTS)). */
+#define AWKWARDNAMES_TEXT_(x) #x
+#define AWKWARDNAMES_TEXT(x) AWKWARDNAMES_TEXT_(x)
+
+/* The kernel set CMake linked (its define), for awkwardnames_kernel_set. */
+#if defined(AWKWARDNAMES_OBJECTS_X86_64)
+#define AWKWARDNAMES_KERNEL_SET_NAME "x86_64:x86-64-v3"
+#endif
+#ifndef AWKWARDNAMES_KERNEL_SET_NAME
+#define AWKWARDNAMES_KERNEL_SET_NAME "c"
+#endif
+/* The AVX-512 twin of the x86 objects, picked at run time where the CPU has these features. */
+#define AWKWARDNAMES_WIDE_KERNEL_SET_NAME ""
+#define AWKWARDNAMES_WIDE_CPU_SUPPORTED() (0)
+/* The x86 object set needs these CPU features; checked when a context is made. */
+#define AWKWARDNAMES_OBJECTS_CPU_SUPPORTED() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define AWKWARDNAMES_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct awkwardnames_context), a multiple of 64; the arena follows it. */

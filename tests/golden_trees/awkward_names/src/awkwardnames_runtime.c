@@ -159,7 +159,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   if (workspace_bytes < AWKWARDNAMES_WORKSPACE_BYTES) return AWKWARDNAMES_ERROR_WORKSPACE_TOO_SMALL;
 #if defined(AWKWARDNAMES_OBJECTS_X86_64) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
+  if (!AWKWARDNAMES_OBJECTS_CPU_SUPPORTED()) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
 #endif
 #ifdef AWKWARDNAMES_EXTERNAL_WEIGHTS
   if (AWKWARDNAMES_WEIGHTS_FILE_BYTES > 0 && awkwardnames_attached_weights == NULL) return AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED;
@@ -167,7 +167,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
 #if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (0) context->step_kernels = awkwardnames_wide_step_kernels;
+  if (AWKWARDNAMES_WIDE_CPU_SUPPORTED()) context->step_kernels = awkwardnames_wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -245,7 +245,7 @@ awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* conte
   if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
   context->message[0] = '\0';
   if (threads < 1 || threads > AWKWARDNAMES_MAX_THREADS) {
-    awkwardnames_set_message(context, "thread count must be 1 to 64");
+    awkwardnames_set_message(context, "thread count must be 1 to " AWKWARDNAMES_TEXT(AWKWARDNAMES_MAX_THREADS));
     return AWKWARDNAMES_ERROR_THREADS;
   }
   status = awkwardnames_pool_set_threads(&context->pool, threads);
@@ -264,17 +264,9 @@ const char* awkwardnames_last_error(const awkwardnames_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
 
-/* The kernel set CMake linked (its define), for awkwardnames_kernel_set. */
-#if defined(AWKWARDNAMES_OBJECTS_X86_64)
-#define AWKWARDNAMES_KERNEL_SET_NAME "x86_64:x86-64-v3"
-#endif
-#ifndef AWKWARDNAMES_KERNEL_SET_NAME
-#define AWKWARDNAMES_KERNEL_SET_NAME "c"
-#endif
-
 const char* awkwardnames_kernel_set(const awkwardnames_context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return "";
+  if (context->step_kernels != NULL) return AWKWARDNAMES_WIDE_KERNEL_SET_NAME;
   return AWKWARDNAMES_KERNEL_SET_NAME;
 }
 
@@ -427,10 +419,10 @@ awkwardnames_status awkwardnames_run_buffers(awkwardnames_context* context, cons
   if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
   context->message[0] = '\0';
   if (num_inputs != AWKWARDNAMES_NUM_INPUTS) {
-    return awkwardnames_fail(context, AWKWARDNAMES_ERROR_COUNT_MISMATCH, "wrong number of inputs (expected 2)", NULL);
+    return awkwardnames_fail(context, AWKWARDNAMES_ERROR_COUNT_MISMATCH, "wrong number of inputs (expected " AWKWARDNAMES_TEXT(AWKWARDNAMES_NUM_INPUTS) ")", NULL);
   }
   if (num_outputs != AWKWARDNAMES_NUM_OUTPUTS) {
-    return awkwardnames_fail(context, AWKWARDNAMES_ERROR_COUNT_MISMATCH, "wrong number of outputs (expected 3)", NULL);
+    return awkwardnames_fail(context, AWKWARDNAMES_ERROR_COUNT_MISMATCH, "wrong number of outputs (expected " AWKWARDNAMES_TEXT(AWKWARDNAMES_NUM_OUTPUTS) ")", NULL);
   }
   if ((num_inputs > 0 && (inputs == NULL || input_bytes == NULL)) || outputs == NULL || output_bytes == NULL) {
     return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL array of buffers or sizes", NULL);

@@ -3,7 +3,7 @@
  * (sha256 ab372da265755e05bdc25255db66f004e51769d36ac62f7c5069364da2aa545b). DO NOT EDIT: regenerate instead.
  */
 /*
- * awkwardnames_cli: run AwkwardNames on .npy files.
+ * awkwardnames_cli: run the model on .npy files.
  *
  *   awkwardnames_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...
  *
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     } else if (strcmp(arg, "--warmup") == 0 && i + 1 < argc) {
       if (!parse_count("--warmup", argv[++i], 0, MAX_BENCH_RUNS, &warmup)) return 2;
     } else if (strcmp(arg, "--threads") == 0 && i + 1 < argc) {
-      if (!parse_count("--threads", argv[++i], 1, 64, &threads)) return 2;
+      if (!parse_count("--threads", argv[++i], 1, AWKWARDNAMES_MAX_THREADS, &threads)) return 2;
     } else if (strcmp(arg, "--weights") == 0 && i + 1 < argc) {
       weights_path = argv[++i];
     } else if (arg[0] == '-' && arg[1] == '-') {
@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) {
     const awkwardnames_tensor_info* info = awkwardnames_output_info(k);
     /* The actual shape: a bounded output (NonZero, Unique, ...) may fill less than its buffer. */
-    int64_t dims[2 + 1];
+    int64_t dims[AWKWARDNAMES_MAX_OUTPUT_NDIM + 1];
     size_t bytes = awkwardnames_output_num_bytes(context, k);
     char path[4096];
     int length;

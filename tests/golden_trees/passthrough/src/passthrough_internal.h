@@ -12,6 +12,23 @@
 #define PASSTHROUGH_NUM_BUFFERS 3
 #define PASSTHROUGH_NUM_ARGS 2
 #define PASSTHROUGH_NUM_STEPS 1
+
+/* A macro's value as a string literal, for messages ("expected " PASSTHROUGH_TEXT(PASSTHROUGH_NUM_INPUTS)). */
+#define PASSTHROUGH_TEXT_(x) #x
+#define PASSTHROUGH_TEXT(x) PASSTHROUGH_TEXT_(x)
+
+/* The kernel set CMake linked (its define), for passthrough_kernel_set. */
+#if defined(PASSTHROUGH_OBJECTS_X86_64)
+#define PASSTHROUGH_KERNEL_SET_NAME "x86_64:x86-64-v3"
+#endif
+#ifndef PASSTHROUGH_KERNEL_SET_NAME
+#define PASSTHROUGH_KERNEL_SET_NAME "c"
+#endif
+/* The AVX-512 twin of the x86 objects, picked at run time where the CPU has these features. */
+#define PASSTHROUGH_WIDE_KERNEL_SET_NAME ""
+#define PASSTHROUGH_WIDE_CPU_SUPPORTED() (0)
+/* The x86 object set needs these CPU features; checked when a context is made. */
+#define PASSTHROUGH_OBJECTS_CPU_SUPPORTED() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define PASSTHROUGH_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct passthrough_context), a multiple of 64; the arena follows it. */

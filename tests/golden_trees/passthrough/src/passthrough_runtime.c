@@ -159,7 +159,7 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   if (workspace_bytes < PASSTHROUGH_WORKSPACE_BYTES) return PASSTHROUGH_ERROR_WORKSPACE_TOO_SMALL;
 #if defined(PASSTHROUGH_OBJECTS_X86_64) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
+  if (!PASSTHROUGH_OBJECTS_CPU_SUPPORTED()) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
 #endif
 #ifdef PASSTHROUGH_EXTERNAL_WEIGHTS
   if (PASSTHROUGH_WEIGHTS_FILE_BYTES > 0 && passthrough_attached_weights == NULL) return PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED;
@@ -167,7 +167,7 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
 #if defined(PASSTHROUGH_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (0) context->step_kernels = passthrough_wide_step_kernels;
+  if (PASSTHROUGH_WIDE_CPU_SUPPORTED()) context->step_kernels = passthrough_wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -245,7 +245,7 @@ passthrough_status passthrough_context_set_threads(passthrough_context* context,
   if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
   context->message[0] = '\0';
   if (threads < 1 || threads > PASSTHROUGH_MAX_THREADS) {
-    passthrough_set_message(context, "thread count must be 1 to 64");
+    passthrough_set_message(context, "thread count must be 1 to " PASSTHROUGH_TEXT(PASSTHROUGH_MAX_THREADS));
     return PASSTHROUGH_ERROR_THREADS;
   }
   status = passthrough_pool_set_threads(&context->pool, threads);
@@ -264,17 +264,9 @@ const char* passthrough_last_error(const passthrough_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
 
-/* The kernel set CMake linked (its define), for passthrough_kernel_set. */
-#if defined(PASSTHROUGH_OBJECTS_X86_64)
-#define PASSTHROUGH_KERNEL_SET_NAME "x86_64:x86-64-v3"
-#endif
-#ifndef PASSTHROUGH_KERNEL_SET_NAME
-#define PASSTHROUGH_KERNEL_SET_NAME "c"
-#endif
-
 const char* passthrough_kernel_set(const passthrough_context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return "";
+  if (context->step_kernels != NULL) return PASSTHROUGH_WIDE_KERNEL_SET_NAME;
   return PASSTHROUGH_KERNEL_SET_NAME;
 }
 
@@ -427,10 +419,10 @@ passthrough_status passthrough_run_buffers(passthrough_context* context, const v
   if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
   context->message[0] = '\0';
   if (num_inputs != PASSTHROUGH_NUM_INPUTS) {
-    return passthrough_fail(context, PASSTHROUGH_ERROR_COUNT_MISMATCH, "wrong number of inputs (expected 1)", NULL);
+    return passthrough_fail(context, PASSTHROUGH_ERROR_COUNT_MISMATCH, "wrong number of inputs (expected " PASSTHROUGH_TEXT(PASSTHROUGH_NUM_INPUTS) ")", NULL);
   }
   if (num_outputs != PASSTHROUGH_NUM_OUTPUTS) {
-    return passthrough_fail(context, PASSTHROUGH_ERROR_COUNT_MISMATCH, "wrong number of outputs (expected 3)", NULL);
+    return passthrough_fail(context, PASSTHROUGH_ERROR_COUNT_MISMATCH, "wrong number of outputs (expected " PASSTHROUGH_TEXT(PASSTHROUGH_NUM_OUTPUTS) ")", NULL);
   }
   if ((num_inputs > 0 && (inputs == NULL || input_bytes == NULL)) || outputs == NULL || output_bytes == NULL) {
     return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL array of buffers or sizes", NULL);

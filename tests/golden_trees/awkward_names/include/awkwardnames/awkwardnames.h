@@ -52,6 +52,8 @@ extern "C" {
 #define AWKWARDNAMES_VERSION_STRING "1.0.0"
 #define AWKWARDNAMES_NUM_INPUTS 2
 #define AWKWARDNAMES_NUM_OUTPUTS 3
+/* The largest rank among the outputs (for arrays of output dimensions). */
+#define AWKWARDNAMES_MAX_OUTPUT_NDIM 2
 /* Bytes of caller-supplied workspace for awkwardnames_context_init(): context + arena. */
 #define AWKWARDNAMES_WORKSPACE_BYTES 3712u
 #define AWKWARDNAMES_WORKSPACE_ALIGNMENT 64u

@@ -52,6 +52,8 @@ extern "C" {
 #define PASSTHROUGH_VERSION_STRING "1.0.0"
 #define PASSTHROUGH_NUM_INPUTS 1
 #define PASSTHROUGH_NUM_OUTPUTS 3
+/* The largest rank among the outputs (for arrays of output dimensions). */
+#define PASSTHROUGH_MAX_OUTPUT_NDIM 2
 /* Bytes of caller-supplied workspace for passthrough_context_init(): context + arena. */
 #define PASSTHROUGH_WORKSPACE_BYTES 3328u
 #define PASSTHROUGH_WORKSPACE_ALIGNMENT 64u

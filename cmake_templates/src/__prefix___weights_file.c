@@ -1,6 +1,6 @@
-{{ banner_c }}
+/*__banner__*/
 /*
- * External weights ({{ PREFIX }}_EXTERNAL_WEIGHTS=ON): the library reads {{ weights_file }}
+ * External weights (__PREFIX___EXTERNAL_WEIGHTS=ON): the library reads weights/__prefix___weights.bin
  * at run time instead of carrying the weights. The file must match the generated code: its
  * size and SHA-256 are compiled in and checked before the bytes are used. This file is the
  * same for every model; in builds with embedded weights the functions do nothing.
@@ -10,22 +10,22 @@
 #endif
 #include <string.h>
 
-#include "{{ prefix }}_internal.h"
+#include "__prefix___internal.h"
 
-const unsigned char* {{ prefix }}_attached_weights = NULL;
+const unsigned char* __prefix___attached_weights = NULL;
 
-int {{ prefix }}_weights_external(void) {
-#ifdef {{ PREFIX }}_EXTERNAL_WEIGHTS
+int __prefix___weights_external(void) {
+#ifdef __PREFIX___EXTERNAL_WEIGHTS
   return 1;
 #else
   return 0;
 #endif
 }
 
-#ifdef {{ PREFIX }}_EXTERNAL_WEIGHTS
+#ifdef __PREFIX___EXTERNAL_WEIGHTS
 
 /* SHA-256 (FIPS 180-4), enough to check one buffer. */
-static const uint32_t {{ prefix }}_sha256_k[64] = {
+static const uint32_t __prefix___sha256_k[64] = {
   0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
   0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
   0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
@@ -36,9 +36,9 @@ static const uint32_t {{ prefix }}_sha256_k[64] = {
   0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u,
 };
 
-#define {{ PREFIX }}_ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+#define __PREFIX___ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-static void {{ prefix }}_sha256_block(uint32_t state[8], const unsigned char* block) {
+static void __prefix___sha256_block(uint32_t state[8], const unsigned char* block) {
   uint32_t w[64], v[8];
   int i;
   for (i = 0; i < 16; ++i) {
@@ -46,16 +46,16 @@ static void {{ prefix }}_sha256_block(uint32_t state[8], const unsigned char* bl
            (uint32_t)block[4 * i + 3];
   }
   for (i = 16; i < 64; ++i) {
-    uint32_t s0 = {{ PREFIX }}_ROR(w[i - 15], 7) ^ {{ PREFIX }}_ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = {{ PREFIX }}_ROR(w[i - 2], 17) ^ {{ PREFIX }}_ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    uint32_t s0 = __PREFIX___ROR(w[i - 15], 7) ^ __PREFIX___ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = __PREFIX___ROR(w[i - 2], 17) ^ __PREFIX___ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
   for (i = 0; i < 8; ++i) v[i] = state[i];
   for (i = 0; i < 64; ++i) {
-    uint32_t s1 = {{ PREFIX }}_ROR(v[4], 6) ^ {{ PREFIX }}_ROR(v[4], 11) ^ {{ PREFIX }}_ROR(v[4], 25);
+    uint32_t s1 = __PREFIX___ROR(v[4], 6) ^ __PREFIX___ROR(v[4], 11) ^ __PREFIX___ROR(v[4], 25);
     uint32_t choice = (v[4] & v[5]) ^ (~v[4] & v[6]);
-    uint32_t t1 = v[7] + s1 + choice + {{ prefix }}_sha256_k[i] + w[i];
-    uint32_t s0 = {{ PREFIX }}_ROR(v[0], 2) ^ {{ PREFIX }}_ROR(v[0], 13) ^ {{ PREFIX }}_ROR(v[0], 22);
+    uint32_t t1 = v[7] + s1 + choice + __prefix___sha256_k[i] + w[i];
+    uint32_t s0 = __PREFIX___ROR(v[0], 2) ^ __PREFIX___ROR(v[0], 13) ^ __PREFIX___ROR(v[0], 22);
     uint32_t majority = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
     v[7] = v[6];
     v[6] = v[5];
@@ -69,20 +69,20 @@ static void {{ prefix }}_sha256_block(uint32_t state[8], const unsigned char* bl
   for (i = 0; i < 8; ++i) state[i] += v[i];
 }
 
-static void {{ prefix }}_sha256(const unsigned char* data, size_t bytes, unsigned char digest[32]) {
+static void __prefix___sha256(const unsigned char* data, size_t bytes, unsigned char digest[32]) {
   uint32_t state[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
                        0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
   unsigned char tail[128];
   size_t full = bytes / 64u * 64u, rest = bytes - full, tail_bytes, i;
   uint64_t bits = (uint64_t)bytes * 8u;
-  for (i = 0; i < full; i += 64u) {{ prefix }}_sha256_block(state, data + i);
+  for (i = 0; i < full; i += 64u) __prefix___sha256_block(state, data + i);
   /* The last partial block, a 1 bit, zeros, and the length in bits (big-endian). */
   memset(tail, 0, sizeof(tail));
   if (rest > 0) memcpy(tail, data + full, rest);
   tail[rest] = 0x80u;
   tail_bytes = rest + 9u <= 64u ? 64u : 128u;
   for (i = 0; i < 8; ++i) tail[tail_bytes - 1u - i] = (unsigned char)(bits >> (8u * i));
-  for (i = 0; i < tail_bytes; i += 64u) {{ prefix }}_sha256_block(state, tail + i);
+  for (i = 0; i < tail_bytes; i += 64u) __prefix___sha256_block(state, tail + i);
   for (i = 0; i < 8; ++i) {
     digest[4 * i] = (unsigned char)(state[i] >> 24);
     digest[4 * i + 1] = (unsigned char)(state[i] >> 16);
@@ -91,18 +91,18 @@ static void {{ prefix }}_sha256(const unsigned char* data, size_t bytes, unsigne
   }
 }
 
-{{ prefix }}_status {{ prefix }}_weights_attach(const void* data, size_t bytes) {
+__prefix___status __prefix___weights_attach(const void* data, size_t bytes) {
   unsigned char digest[32];
-  if (data == NULL) return {{ PREFIX }}_ERROR_NULL_ARGUMENT;
-  if ((uintptr_t)data % {{ PREFIX }}_WORKSPACE_ALIGNMENT != 0) return {{ PREFIX }}_ERROR_WORKSPACE_MISALIGNED;
-  if (bytes != {{ PREFIX }}_WEIGHTS_FILE_BYTES) return {{ PREFIX }}_ERROR_WEIGHTS_MISMATCH;
-  {{ prefix }}_sha256((const unsigned char*)data, bytes, digest);
-  if (memcmp(digest, {{ prefix }}_weights_sha256, sizeof(digest)) != 0) return {{ PREFIX }}_ERROR_WEIGHTS_MISMATCH;
-  {{ prefix }}_attached_weights = (const unsigned char*)data;
-  return {{ PREFIX }}_OK;
+  if (data == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  if ((uintptr_t)data % __PREFIX___WORKSPACE_ALIGNMENT != 0) return __PREFIX___ERROR_WORKSPACE_MISALIGNED;
+  if (bytes != __PREFIX___WEIGHTS_FILE_BYTES) return __PREFIX___ERROR_WEIGHTS_MISMATCH;
+  __prefix___sha256((const unsigned char*)data, bytes, digest);
+  if (memcmp(digest, __prefix___weights_sha256, sizeof(digest)) != 0) return __PREFIX___ERROR_WEIGHTS_MISMATCH;
+  __prefix___attached_weights = (const unsigned char*)data;
+  return __PREFIX___OK;
 }
 
-#ifndef {{ PREFIX }}_NO_MALLOC
+#ifndef __PREFIX___NO_MALLOC
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -110,27 +110,27 @@ static void {{ prefix }}_sha256(const unsigned char* data, size_t bytes, unsigne
 #include <unistd.h>
 
 /* Mapped read-only: pages come from the page cache, shared by every process using them. */
-{{ prefix }}_status {{ prefix }}_weights_load(const char* path) {
+__prefix___status __prefix___weights_load(const char* path) {
   struct stat info;
   void* mapped;
-  {{ prefix }}_status status;
+  __prefix___status status;
   int fd;
-  if (path == NULL) return {{ PREFIX }}_ERROR_NULL_ARGUMENT;
+  if (path == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
   fd = open(path, O_RDONLY);
-  if (fd < 0) return {{ PREFIX }}_ERROR_WEIGHTS_UNREADABLE;
+  if (fd < 0) return __PREFIX___ERROR_WEIGHTS_UNREADABLE;
   if (fstat(fd, &info) != 0) {
     close(fd);
-    return {{ PREFIX }}_ERROR_WEIGHTS_UNREADABLE;
+    return __PREFIX___ERROR_WEIGHTS_UNREADABLE;
   }
-  if ((size_t)info.st_size != {{ PREFIX }}_WEIGHTS_FILE_BYTES || info.st_size == 0) {
+  if ((size_t)info.st_size != __PREFIX___WEIGHTS_FILE_BYTES || info.st_size == 0) {
     close(fd);
-    return info.st_size == 0 && {{ PREFIX }}_WEIGHTS_FILE_BYTES == 0 ? {{ PREFIX }}_OK : {{ PREFIX }}_ERROR_WEIGHTS_MISMATCH;
+    return info.st_size == 0 && __PREFIX___WEIGHTS_FILE_BYTES == 0 ? __PREFIX___OK : __PREFIX___ERROR_WEIGHTS_MISMATCH;
   }
   mapped = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (mapped == MAP_FAILED) return {{ PREFIX }}_ERROR_WEIGHTS_UNREADABLE;
-  status = {{ prefix }}_weights_attach(mapped, (size_t)info.st_size);
-  if (status != {{ PREFIX }}_OK) munmap(mapped, (size_t)info.st_size);
+  if (mapped == MAP_FAILED) return __PREFIX___ERROR_WEIGHTS_UNREADABLE;
+  status = __prefix___weights_attach(mapped, (size_t)info.st_size);
+  if (status != __PREFIX___OK) munmap(mapped, (size_t)info.st_size);
   return status;
 }
 #else
@@ -138,47 +138,47 @@ static void {{ prefix }}_sha256(const unsigned char* data, size_t bytes, unsigne
 #include <stdlib.h>
 
 /* Read into one 64-byte-aligned block that lives as long as the process. */
-{{ prefix }}_status {{ prefix }}_weights_load(const char* path) {
+__prefix___status __prefix___weights_load(const char* path) {
   FILE* file;
   unsigned char* block;
   unsigned char* aligned;
-  {{ prefix }}_status status;
-  if (path == NULL) return {{ PREFIX }}_ERROR_NULL_ARGUMENT;
+  __prefix___status status;
+  if (path == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
   file = fopen(path, "rb");
-  if (file == NULL) return {{ PREFIX }}_ERROR_WEIGHTS_UNREADABLE;
-  block = (unsigned char*)malloc({{ PREFIX }}_WEIGHTS_FILE_BYTES + {{ PREFIX }}_WORKSPACE_ALIGNMENT + 1u);
+  if (file == NULL) return __PREFIX___ERROR_WEIGHTS_UNREADABLE;
+  block = (unsigned char*)malloc(__PREFIX___WEIGHTS_FILE_BYTES + __PREFIX___WORKSPACE_ALIGNMENT + 1u);
   if (block == NULL) {
     fclose(file);
-    return {{ PREFIX }}_ERROR_OUT_OF_MEMORY;
+    return __PREFIX___ERROR_OUT_OF_MEMORY;
   }
-  aligned = block + ({{ PREFIX }}_WORKSPACE_ALIGNMENT - (uintptr_t)block % {{ PREFIX }}_WORKSPACE_ALIGNMENT) % {{ PREFIX }}_WORKSPACE_ALIGNMENT;
+  aligned = block + (__PREFIX___WORKSPACE_ALIGNMENT - (uintptr_t)block % __PREFIX___WORKSPACE_ALIGNMENT) % __PREFIX___WORKSPACE_ALIGNMENT;
   /* One byte more than expected: a longer file is a mismatch, not a silent truncation. */
-  if (fread(aligned, 1, {{ PREFIX }}_WEIGHTS_FILE_BYTES + 1u, file) != {{ PREFIX }}_WEIGHTS_FILE_BYTES) {
+  if (fread(aligned, 1, __PREFIX___WEIGHTS_FILE_BYTES + 1u, file) != __PREFIX___WEIGHTS_FILE_BYTES) {
     fclose(file);
     free(block);
-    return {{ PREFIX }}_ERROR_WEIGHTS_MISMATCH;
+    return __PREFIX___ERROR_WEIGHTS_MISMATCH;
   }
   fclose(file);
-  status = {{ prefix }}_weights_attach(aligned, {{ PREFIX }}_WEIGHTS_FILE_BYTES);
-  if (status != {{ PREFIX }}_OK) free(block);
+  status = __prefix___weights_attach(aligned, __PREFIX___WEIGHTS_FILE_BYTES);
+  if (status != __PREFIX___OK) free(block);
   return status;
 }
 #endif
-#endif /* {{ PREFIX }}_NO_MALLOC */
+#endif /* __PREFIX___NO_MALLOC */
 
 #else /* the weights are built in */
 
-{{ prefix }}_status {{ prefix }}_weights_attach(const void* data, size_t bytes) {
+__prefix___status __prefix___weights_attach(const void* data, size_t bytes) {
   (void)data;
   (void)bytes;
-  return {{ PREFIX }}_OK;
+  return __PREFIX___OK;
 }
 
-#ifndef {{ PREFIX }}_NO_MALLOC
-{{ prefix }}_status {{ prefix }}_weights_load(const char* path) {
+#ifndef __PREFIX___NO_MALLOC
+__prefix___status __prefix___weights_load(const char* path) {
   (void)path;
-  return {{ PREFIX }}_OK;
+  return __PREFIX___OK;
 }
 #endif
 
-#endif /* {{ PREFIX }}_EXTERNAL_WEIGHTS */
+#endif /* __PREFIX___EXTERNAL_WEIGHTS */

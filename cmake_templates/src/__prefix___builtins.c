@@ -1,4 +1,4 @@
-{{ banner_c }}
+/*__banner__*/
 /*
  * Builtins: the operators whose output size depends on the data (NonZero, Compress,
  * Unique, NonMaxSuppression), sorting (TopK, Sort, ArgSort: TVM's kernels would look up
@@ -11,17 +11,17 @@
 #include <math.h>
 #include <string.h>
 
-#include "{{ prefix }}_internal.h"
+#include "__prefix___internal.h"
 
-static DLTensor* {{ prefix }}_arg_tensor(void* args, int index) {
+static DLTensor* __prefix___arg_tensor(void* args, int index) {
   return (DLTensor*)((TVMFFIAny*)args)[index].v_ptr;
 }
 
-static size_t {{ prefix }}_element_bytes(const DLTensor* tensor) {
+static size_t __prefix___element_bytes(const DLTensor* tensor) {
   return ((size_t)tensor->dtype.bits + 7u) / 8u;
 }
 
-static int64_t {{ prefix }}_num_elements(const DLTensor* tensor) {
+static int64_t __prefix___num_elements(const DLTensor* tensor) {
   int64_t count = 1;
   int32_t d;
   for (d = 0; d < tensor->ndim; ++d) count *= tensor->shape[d];
@@ -29,8 +29,8 @@ static int64_t {{ prefix }}_num_elements(const DLTensor* tensor) {
 }
 
 /* The element's bits, zero-extended. */
-static uint64_t {{ prefix }}_bits(const DLTensor* tensor, int64_t index) {
-  const unsigned char* at = (const unsigned char*)tensor->data + (size_t)index * {{ prefix }}_element_bytes(tensor);
+static uint64_t __prefix___bits(const DLTensor* tensor, int64_t index) {
+  const unsigned char* at = (const unsigned char*)tensor->data + (size_t)index * __prefix___element_bytes(tensor);
   switch (tensor->dtype.bits) {
     case 16: { uint16_t v; memcpy(&v, at, sizeof(v)); return v; }
     case 32: { uint32_t v; memcpy(&v, at, sizeof(v)); return v; }
@@ -39,18 +39,18 @@ static uint64_t {{ prefix }}_bits(const DLTensor* tensor, int64_t index) {
   }
 }
 
-static int {{ prefix }}_is_float(const DLTensor* tensor) {
+static int __prefix___is_float(const DLTensor* tensor) {
   return tensor->dtype.code == 2 || tensor->dtype.code == 4;  /* float, bfloat */
 }
 
 /* Nonzero test; for floats every bit but the sign counts, so -0.0 is zero and NaN is not. */
-static int {{ prefix }}_is_nonzero(const DLTensor* tensor, int64_t index) {
-  uint64_t bits = {{ prefix }}_bits(tensor, index);
-  if ({{ prefix }}_is_float(tensor)) bits &= ~((uint64_t)1 << (tensor->dtype.bits - 1));
+static int __prefix___is_nonzero(const DLTensor* tensor, int64_t index) {
+  uint64_t bits = __prefix___bits(tensor, index);
+  if (__prefix___is_float(tensor)) bits &= ~((uint64_t)1 << (tensor->dtype.bits - 1));
   return bits != 0;
 }
 
-static double {{ prefix }}_half_to_double(uint16_t h) {
+static double __prefix___half_to_double(uint16_t h) {
   int exponent = (h >> 10) & 0x1f;
   double mantissa = (double)(h & 0x3ff);
   double magnitude;
@@ -64,15 +64,15 @@ static double {{ prefix }}_half_to_double(uint16_t h) {
   return (h & 0x8000) ? -magnitude : magnitude;
 }
 
-static double {{ prefix }}_float_value(const DLTensor* tensor, int64_t index) {
-  uint64_t bits = {{ prefix }}_bits(tensor, index);
+static double __prefix___float_value(const DLTensor* tensor, int64_t index) {
+  uint64_t bits = __prefix___bits(tensor, index);
   if (tensor->dtype.code == 4) {  /* bfloat16: the top half of a float32 */
     uint32_t wide = (uint32_t)bits << 16;
     float value;
     memcpy(&value, &wide, sizeof(value));
     return value;
   }
-  if (tensor->dtype.bits == 16) return {{ prefix }}_half_to_double((uint16_t)bits);
+  if (tensor->dtype.bits == 16) return __prefix___half_to_double((uint16_t)bits);
   if (tensor->dtype.bits == 32) {
     uint32_t narrow = (uint32_t)bits;
     float value;
@@ -87,29 +87,29 @@ static double {{ prefix }}_float_value(const DLTensor* tensor, int64_t index) {
 }
 
 /* Order of two elements: -1, 0, 1. NaNs sort last and equal each other (as NumPy's unique). */
-static int {{ prefix }}_compare_elements(const DLTensor* tensor, int64_t a, int64_t b) {
-  if ({{ prefix }}_is_float(tensor)) {
-    double x = {{ prefix }}_float_value(tensor, a), y = {{ prefix }}_float_value(tensor, b);
+static int __prefix___compare_elements(const DLTensor* tensor, int64_t a, int64_t b) {
+  if (__prefix___is_float(tensor)) {
+    double x = __prefix___float_value(tensor, a), y = __prefix___float_value(tensor, b);
     int x_nan = x != x, y_nan = y != y;
     if (x_nan || y_nan) return x_nan - y_nan;
     return (x > y) - (x < y);
   }
   if (tensor->dtype.code == 0) {  /* signed: sign-extend from the element width */
     unsigned shift = 64u - tensor->dtype.bits;
-    int64_t x = (int64_t)({{ prefix }}_bits(tensor, a) << shift) >> shift;
-    int64_t y = (int64_t)({{ prefix }}_bits(tensor, b) << shift) >> shift;
+    int64_t x = (int64_t)(__prefix___bits(tensor, a) << shift) >> shift;
+    int64_t y = (int64_t)(__prefix___bits(tensor, b) << shift) >> shift;
     return (x > y) - (x < y);
   }
   {
-    uint64_t x = {{ prefix }}_bits(tensor, a), y = {{ prefix }}_bits(tensor, b);
+    uint64_t x = __prefix___bits(tensor, a), y = __prefix___bits(tensor, b);
     return (x > y) - (x < y);
   }
 }
 
-typedef int (*{{ prefix }}_compare_fn)(const void* context, int64_t a, int64_t b);
+typedef int (*__prefix___compare_fn)(const void* context, int64_t a, int64_t b);
 
 /* Stable bottom-up merge sort of n item ids; temp holds n ids. */
-static void {{ prefix }}_merge_sort(int64_t* items, int64_t* temp, int64_t n, {{ prefix }}_compare_fn compare,
+static void __prefix___merge_sort(int64_t* items, int64_t* temp, int64_t n, __prefix___compare_fn compare,
                                     const void* context) {
   int64_t width;
   for (width = 1; width < n; width *= 2) {
@@ -127,33 +127,33 @@ static void {{ prefix }}_merge_sort(int64_t* items, int64_t* temp, int64_t n, {{
 }
 
 /* A tensor seen as [outer, n, inner]: slices are indexed along the middle axis. */
-typedef struct {{ prefix }}_slices {
+typedef struct __prefix___slices {
   const DLTensor* tensor;
   int64_t outer, n, inner;
-} {{ prefix }}_slices;
+} __prefix___slices;
 
 /* Slices compare element by element in C order, as NumPy compares rows. */
-static int {{ prefix }}_compare_slices(const void* context, int64_t a, int64_t b) {
-  const {{ prefix }}_slices* s = (const {{ prefix }}_slices*)context;
+static int __prefix___compare_slices(const void* context, int64_t a, int64_t b) {
+  const __prefix___slices* s = (const __prefix___slices*)context;
   int64_t o, k;
   for (o = 0; o < s->outer; ++o) {
     for (k = 0; k < s->inner; ++k) {
-      int order = {{ prefix }}_compare_elements(s->tensor, (o * s->n + a) * s->inner + k, (o * s->n + b) * s->inner + k);
+      int order = __prefix___compare_elements(s->tensor, (o * s->n + a) * s->inner + k, (o * s->n + b) * s->inner + k);
       if (order != 0) return order;
     }
   }
   return 0;
 }
 
-static int {{ prefix }}_compare_ids(const void* context, int64_t a, int64_t b) {
+static int __prefix___compare_ids(const void* context, int64_t a, int64_t b) {
   const int64_t* keys = (const int64_t*)context;
   return (keys[a] > keys[b]) - (keys[a] < keys[b]);
 }
 
 /* Copy slices picked[0..k) of src [outer, n, inner] to dst as a dense [outer, k, inner]. */
-static void {{ prefix }}_gather_slices(const DLTensor* src, unsigned char* dst, const int64_t* picked, int64_t k,
+static void __prefix___gather_slices(const DLTensor* src, unsigned char* dst, const int64_t* picked, int64_t k,
                                        int64_t outer, int64_t n, int64_t inner) {
-  size_t width = (size_t)inner * {{ prefix }}_element_bytes(src);
+  size_t width = (size_t)inner * __prefix___element_bytes(src);
   const unsigned char* from = (const unsigned char*)src->data;
   int64_t o, j;
   for (o = 0; o < outer; ++o) {
@@ -163,62 +163,62 @@ static void {{ prefix }}_gather_slices(const DLTensor* src, unsigned char* dst, 
   }
 }
 
-static void {{ prefix }}_zero_tail(DLTensor* tensor, size_t used_bytes) {
-  size_t total = (size_t){{ prefix }}_num_elements(tensor) * {{ prefix }}_element_bytes(tensor);
+static void __prefix___zero_tail(DLTensor* tensor, size_t used_bytes) {
+  size_t total = (size_t)__prefix___num_elements(tensor) * __prefix___element_bytes(tensor);
   if (used_bytes < total) memset((unsigned char*)tensor->data + used_bytes, 0, total - used_bytes);
 }
 
 /* NonZero(x) -> indices int64[rank, k] (bound [rank, numel]), extent k. */
-int32_t {{ prefix }}_builtin_nonzero(void* self, void* args, int32_t num_args, void* result) {
-  const DLTensor* x = {{ prefix }}_arg_tensor(args, 0);
-  DLTensor* indices = {{ prefix }}_arg_tensor(args, 1);
-  int64_t* extent = (int64_t*){{ prefix }}_arg_tensor(args, 2)->data;
+int32_t __prefix___builtin_nonzero(void* self, void* args, int32_t num_args, void* result) {
+  const DLTensor* x = __prefix___arg_tensor(args, 0);
+  DLTensor* indices = __prefix___arg_tensor(args, 1);
+  int64_t* extent = (int64_t*)__prefix___arg_tensor(args, 2)->data;
   int64_t* out = (int64_t*)indices->data;
-  int64_t total = {{ prefix }}_num_elements(x), k = 0, i, j = 0;
+  int64_t total = __prefix___num_elements(x), k = 0, i, j = 0;
   (void)self;
   (void)num_args;
   (void)result;
-  for (i = 0; i < total; ++i) k += {{ prefix }}_is_nonzero(x, i);
+  for (i = 0; i < total; ++i) k += __prefix___is_nonzero(x, i);
   for (i = 0; i < total; ++i) {
     int64_t rest = i;
     int32_t d;
-    if (!{{ prefix }}_is_nonzero(x, i)) continue;
+    if (!__prefix___is_nonzero(x, i)) continue;
     for (d = x->ndim - 1; d >= 0; --d) {
       out[d * k + j] = rest % x->shape[d];
       rest /= x->shape[d];
     }
     ++j;
   }
-  {{ prefix }}_zero_tail(indices, (size_t)(x->ndim * k) * sizeof(int64_t));
+  __prefix___zero_tail(indices, (size_t)(x->ndim * k) * sizeof(int64_t));
   extent[0] = k;
   return 0;
 }
 
 /* Compress(x [outer, n, inner], condition [c]) -> the slices where condition holds (bound
  * [outer, n, inner]), extent k. Conditions past n, or slices past c, select nothing. */
-int32_t {{ prefix }}_builtin_compress(void* self, void* args, int32_t num_args, void* result) {
-  const DLTensor* x = {{ prefix }}_arg_tensor(args, 0);
-  const DLTensor* condition = {{ prefix }}_arg_tensor(args, 1);
-  DLTensor* selected = {{ prefix }}_arg_tensor(args, 2);
-  int64_t* extent = (int64_t*){{ prefix }}_arg_tensor(args, 3)->data;
+int32_t __prefix___builtin_compress(void* self, void* args, int32_t num_args, void* result) {
+  const DLTensor* x = __prefix___arg_tensor(args, 0);
+  const DLTensor* condition = __prefix___arg_tensor(args, 1);
+  DLTensor* selected = __prefix___arg_tensor(args, 2);
+  int64_t* extent = (int64_t*)__prefix___arg_tensor(args, 3)->data;
   int64_t outer = x->shape[0], n = x->shape[1], inner = x->shape[2];
   int64_t limit = condition->shape[0] < n ? condition->shape[0] : n;
   int64_t k = 0, i, o;
-  size_t width = (size_t)inner * {{ prefix }}_element_bytes(x);
+  size_t width = (size_t)inner * __prefix___element_bytes(x);
   (void)self;
   (void)num_args;
   (void)result;
-  for (i = 0; i < limit; ++i) k += {{ prefix }}_is_nonzero(condition, i);
+  for (i = 0; i < limit; ++i) k += __prefix___is_nonzero(condition, i);
   for (o = 0; o < outer; ++o) {
     int64_t j = 0;
     for (i = 0; i < limit; ++i) {
-      if (!{{ prefix }}_is_nonzero(condition, i)) continue;
+      if (!__prefix___is_nonzero(condition, i)) continue;
       memcpy((unsigned char*)selected->data + (size_t)(o * k + j) * width,
              (const unsigned char*)x->data + (size_t)(o * n + i) * width, width);
       ++j;
     }
   }
-  {{ prefix }}_zero_tail(selected, (size_t)(outer * k) * width);
+  __prefix___zero_tail(selected, (size_t)(outer * k) * width);
   extent[0] = k;
   return 0;
 }
@@ -226,18 +226,18 @@ int32_t {{ prefix }}_builtin_compress(void* self, void* args, int32_t num_args, 
 /* Unique(x [outer, n, inner], sorted) -> values (bound [outer, n, inner]), first-occurrence
  * indices, inverse indices [n], counts, extent k; work holds 3n int64. Unsorted: in order of
  * first occurrence. */
-int32_t {{ prefix }}_builtin_unique(void* self, void* args, int32_t num_args, void* result) {
-  const DLTensor* x = {{ prefix }}_arg_tensor(args, 0);
+int32_t __prefix___builtin_unique(void* self, void* args, int32_t num_args, void* result) {
+  const DLTensor* x = __prefix___arg_tensor(args, 0);
   int64_t sorted = ((TVMFFIAny*)args)[1].v_int64;
-  DLTensor* values = {{ prefix }}_arg_tensor(args, 2);
-  DLTensor* first_tensor = {{ prefix }}_arg_tensor(args, 3);
+  DLTensor* values = __prefix___arg_tensor(args, 2);
+  DLTensor* first_tensor = __prefix___arg_tensor(args, 3);
   int64_t* first = (int64_t*)first_tensor->data;
-  int64_t* inverse = (int64_t*){{ prefix }}_arg_tensor(args, 4)->data;
-  DLTensor* counts_tensor = {{ prefix }}_arg_tensor(args, 5);
+  int64_t* inverse = (int64_t*)__prefix___arg_tensor(args, 4)->data;
+  DLTensor* counts_tensor = __prefix___arg_tensor(args, 5);
   int64_t* counts = (int64_t*)counts_tensor->data;
-  int64_t* extent = (int64_t*){{ prefix }}_arg_tensor(args, 6)->data;
-  int64_t* work = (int64_t*){{ prefix }}_arg_tensor(args, 7)->data;
-  {{ prefix }}_slices slices;
+  int64_t* extent = (int64_t*)__prefix___arg_tensor(args, 6)->data;
+  int64_t* work = (int64_t*)__prefix___arg_tensor(args, 7)->data;
+  __prefix___slices slices;
   int64_t n = x->shape[1], k = 0, i;
   int64_t *order = work, *temp = work + n, *group = work + 2 * n;
   (void)self;
@@ -249,9 +249,9 @@ int32_t {{ prefix }}_builtin_unique(void* self, void* args, int32_t num_args, vo
   slices.inner = x->shape[2];
   for (i = 0; i < n; ++i) order[i] = i;
   /* Stable: the first slice of each run of equal ones is its first occurrence. */
-  {{ prefix }}_merge_sort(order, temp, n, {{ prefix }}_compare_slices, &slices);
+  __prefix___merge_sort(order, temp, n, __prefix___compare_slices, &slices);
   for (i = 0; i < n; ++i) {
-    if (i == 0 || {{ prefix }}_compare_slices(&slices, order[i - 1], order[i]) != 0) {
+    if (i == 0 || __prefix___compare_slices(&slices, order[i - 1], order[i]) != 0) {
       first[k] = order[i];
       counts[k] = 0;
       ++k;
@@ -262,7 +262,7 @@ int32_t {{ prefix }}_builtin_unique(void* self, void* args, int32_t num_args, vo
   if (!sorted) {
     /* Renumber the groups by first occurrence: order becomes the permutation, temp its inverse. */
     for (i = 0; i < k; ++i) order[i] = i;
-    {{ prefix }}_merge_sort(order, temp, k, {{ prefix }}_compare_ids, first);
+    __prefix___merge_sort(order, temp, k, __prefix___compare_ids, first);
     for (i = 0; i < k; ++i) temp[order[i]] = i;
     for (i = 0; i < n; ++i) inverse[i] = temp[group[i]];
     for (i = 0; i < k; ++i) group[i] = first[order[i]];
@@ -272,30 +272,30 @@ int32_t {{ prefix }}_builtin_unique(void* self, void* args, int32_t num_args, vo
   } else {
     memcpy(inverse, group, (size_t)n * sizeof(int64_t));
   }
-  {{ prefix }}_gather_slices(x, (unsigned char*)values->data, first, k, slices.outer, n, slices.inner);
-  {{ prefix }}_zero_tail(values, (size_t)(slices.outer * k * slices.inner) * {{ prefix }}_element_bytes(x));
-  {{ prefix }}_zero_tail(first_tensor, (size_t)k * sizeof(int64_t));
-  {{ prefix }}_zero_tail(counts_tensor, (size_t)k * sizeof(int64_t));
+  __prefix___gather_slices(x, (unsigned char*)values->data, first, k, slices.outer, n, slices.inner);
+  __prefix___zero_tail(values, (size_t)(slices.outer * k * slices.inner) * __prefix___element_bytes(x));
+  __prefix___zero_tail(first_tensor, (size_t)k * sizeof(int64_t));
+  __prefix___zero_tail(counts_tensor, (size_t)k * sizeof(int64_t));
   extent[0] = k;
   return 0;
 }
 
 /* One line of a tensor [outer, n, inner] along its middle axis: element j is at base + j * stride. */
-typedef struct {{ prefix }}_line {
+typedef struct __prefix___line {
   const DLTensor* tensor;
   int64_t base, stride;
   int descending;
-} {{ prefix }}_line;
+} __prefix___line;
 
 /* Ascending or descending element order within a line; NaN counts as the largest value
  * (PyTorch's rule, and NumPy's for ascending sorts). */
-static int {{ prefix }}_compare_in_line(const void* context, int64_t a, int64_t b) {
-  const {{ prefix }}_line* line = (const {{ prefix }}_line*)context;
-  int order = {{ prefix }}_compare_elements(line->tensor, line->base + a * line->stride, line->base + b * line->stride);
+static int __prefix___compare_in_line(const void* context, int64_t a, int64_t b) {
+  const __prefix___line* line = (const __prefix___line*)context;
+  int order = __prefix___compare_elements(line->tensor, line->base + a * line->stride, line->base + b * line->stride);
   return line->descending ? -order : order;
 }
 
-static void {{ prefix }}_store_index(DLTensor* tensor, int64_t at, int64_t value) {
+static void __prefix___store_index(DLTensor* tensor, int64_t at, int64_t value) {
   if (tensor->dtype.bits == 64) {
     ((int64_t*)tensor->data)[at] = value;
   } else {
@@ -305,13 +305,13 @@ static void {{ prefix }}_store_index(DLTensor* tensor, int64_t at, int64_t value
 
 /* Float keys in a double each (read once, not at every comparison): NaN above everything,
  * equal to another NaN, as compare_elements orders them. */
-typedef struct {{ prefix }}_keys {
+typedef struct __prefix___keys {
   const double* keys;
   int descending;
-} {{ prefix }}_keys;
+} __prefix___keys;
 
-static int {{ prefix }}_compare_keys(const void* context, int64_t a, int64_t b) {
-  const {{ prefix }}_keys* k = (const {{ prefix }}_keys*)context;
+static int __prefix___compare_keys(const void* context, int64_t a, int64_t b) {
+  const __prefix___keys* k = (const __prefix___keys*)context;
   double x = k->keys[a], y = k->keys[b];
   int x_nan = x != x, y_nan = y != y;
   int order = (x_nan || y_nan) ? x_nan - y_nan : (x > y) - (x < y);
@@ -321,7 +321,7 @@ static int {{ prefix }}_compare_keys(const void* context, int64_t a, int64_t b) 
 /* The first k of items 0..n-1 in the comparison's order into order[0..k), stably: a later
  * item goes before a kept one only when strictly before it. For small k (top-k of a
  * vocabulary): one pass, a few insertions. */
-static void {{ prefix }}_select_first(int64_t* order, int64_t n, int64_t k, {{ prefix }}_compare_fn compare,
+static void __prefix___select_first(int64_t* order, int64_t n, int64_t k, __prefix___compare_fn compare,
                                       const void* context) {
   int64_t kept = 0, j;
   for (j = 0; j < n; ++j) {
@@ -340,19 +340,19 @@ static void {{ prefix }}_select_first(int64_t* order, int64_t n, int64_t k, {{ p
  * of each line in sorted order (TopK, Sort, ArgSort). Stable: equal values keep their order,
  * so the lower index comes first (ONNX TopK's rule). work holds 3n int64: the order, the
  * merge's scratch and, for floats, the line's keys. */
-int32_t {{ prefix }}_builtin_sort(void* self, void* args, int32_t num_args, void* result) {
-  const DLTensor* x = {{ prefix }}_arg_tensor(args, 0);
+int32_t __prefix___builtin_sort(void* self, void* args, int32_t num_args, void* result) {
+  const DLTensor* x = __prefix___arg_tensor(args, 0);
   int64_t k = ((TVMFFIAny*)args)[1].v_int64;
-  DLTensor* values = {{ prefix }}_arg_tensor(args, 3);
-  DLTensor* indices = {{ prefix }}_arg_tensor(args, 4);
-  int64_t* work = (int64_t*){{ prefix }}_arg_tensor(args, 5)->data;
+  DLTensor* values = __prefix___arg_tensor(args, 3);
+  DLTensor* indices = __prefix___arg_tensor(args, 4);
+  int64_t* work = (int64_t*)__prefix___arg_tensor(args, 5)->data;
   int64_t outer = x->shape[0], n = x->shape[1], inner = x->shape[2], o, i, j;
-  size_t width = {{ prefix }}_element_bytes(x);
+  size_t width = __prefix___element_bytes(x);
   double* keys = (double*)(work + 2 * n);
-  int is_float = {{ prefix }}_is_float(x);
-  {{ prefix }}_line line;
-  {{ prefix }}_keys keyed;
-  {{ prefix }}_compare_fn compare = is_float ? {{ prefix }}_compare_keys : {{ prefix }}_compare_in_line;
+  int is_float = __prefix___is_float(x);
+  __prefix___line line;
+  __prefix___keys keyed;
+  __prefix___compare_fn compare = is_float ? __prefix___compare_keys : __prefix___compare_in_line;
   const void* context = is_float ? (const void*)&keyed : (const void*)&line;
   (void)self;
   (void)num_args;
@@ -369,19 +369,19 @@ int32_t {{ prefix }}_builtin_sort(void* self, void* args, int32_t num_args, void
         const float* data = (const float*)x->data + line.base;
         for (j = 0; j < n; ++j) keys[j] = data[j * inner];
       } else if (is_float) {
-        for (j = 0; j < n; ++j) keys[j] = {{ prefix }}_float_value(x, line.base + j * inner);
+        for (j = 0; j < n; ++j) keys[j] = __prefix___float_value(x, line.base + j * inner);
       }
       if (k <= 64 && k < n) {
-        {{ prefix }}_select_first(work, n, k, compare, context);
+        __prefix___select_first(work, n, k, compare, context);
       } else {
         for (j = 0; j < n; ++j) work[j] = j;
-        {{ prefix }}_merge_sort(work, work + n, n, compare, context);
+        __prefix___merge_sort(work, work + n, n, compare, context);
       }
       for (j = 0; j < k; ++j) {
         int64_t to = (o * k + j) * inner + i;
         memcpy((unsigned char*)values->data + (size_t)to * width,
                (const unsigned char*)x->data + (size_t)(line.base + work[j] * inner) * width, width);
-        {{ prefix }}_store_index(indices, to, work[j]);
+        __prefix___store_index(indices, to, work[j]);
       }
     }
   }
@@ -389,21 +389,21 @@ int32_t {{ prefix }}_builtin_sort(void* self, void* args, int32_t num_args, void
 }
 
 /* Element 0 of a scalar input as a double (any float or integer dtype). */
-static double {{ prefix }}_scalar(const DLTensor* tensor) {
-  if ({{ prefix }}_is_float(tensor)) return {{ prefix }}_float_value(tensor, 0);
+static double __prefix___scalar(const DLTensor* tensor) {
+  if (__prefix___is_float(tensor)) return __prefix___float_value(tensor, 0);
   if (tensor->dtype.code == 0) {
     unsigned shift = 64u - tensor->dtype.bits;
-    return (double)((int64_t)({{ prefix }}_bits(tensor, 0) << shift) >> shift);
+    return (double)((int64_t)(__prefix___bits(tensor, 0) << shift) >> shift);
   }
-  return (double){{ prefix }}_bits(tensor, 0);
+  return (double)__prefix___bits(tensor, 0);
 }
 
 /* Box i of boxes [N, 4] as (x_min, y_min, x_max, y_max); corners [y1, x1, y2, x2] in either
  * order, or [x_center, y_center, width, height] when center_point_box is 1 (ONNX). */
-static void {{ prefix }}_box(const DLTensor* boxes, int64_t first, int center, float* out) {
+static void __prefix___box(const DLTensor* boxes, int64_t first, int center, float* out) {
   float v[4];
   int c;
-  for (c = 0; c < 4; ++c) v[c] = (float){{ prefix }}_float_value(boxes, first + c);
+  for (c = 0; c < 4; ++c) v[c] = (float)__prefix___float_value(boxes, first + c);
   if (center) {
     out[0] = v[0] - v[2] / 2.0f;
     out[1] = v[1] - v[3] / 2.0f;
@@ -419,7 +419,7 @@ static void {{ prefix }}_box(const DLTensor* boxes, int64_t first, int center, f
 
 /* Whether two boxes overlap by more than the IoU threshold (as ONNX Runtime decides it: no
  * overlap, or a box without area, never suppresses). */
-static int {{ prefix }}_overlaps(const float* a, const float* b, float threshold) {
+static int __prefix___overlaps(const float* a, const float* b, float threshold) {
   float left = a[0] > b[0] ? a[0] : b[0], top = a[1] > b[1] ? a[1] : b[1];
   float right = a[2] < b[2] ? a[2] : b[2], bottom = a[3] < b[3] ? a[3] : b[3];
   float area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
@@ -437,30 +437,30 @@ static int {{ prefix }}_overlaps(const float* a, const float* b, float threshold
  * Per batch and class, greedily: the best remaining box whose score passes the threshold is
  * kept unless it overlaps a kept one by more than the IoU threshold. An IoU threshold
  * outside [0, 1] stops the run. */
-int32_t {{ prefix }}_builtin_non_max_suppression(void* self, void* args, int32_t num_args, void* result) {
+int32_t __prefix___builtin_non_max_suppression(void* self, void* args, int32_t num_args, void* result) {
   const TVMFFIAny* any = (const TVMFFIAny*)args;
-  const DLTensor* boxes = {{ prefix }}_arg_tensor(args, 0);
-  const DLTensor* scores = {{ prefix }}_arg_tensor(args, 1);
-  double max_per_class = {{ prefix }}_scalar({{ prefix }}_arg_tensor(args, 2));
-  float iou_threshold = (float){{ prefix }}_scalar({{ prefix }}_arg_tensor(args, 3));
-  double score_threshold = {{ prefix }}_scalar({{ prefix }}_arg_tensor(args, 4));
+  const DLTensor* boxes = __prefix___arg_tensor(args, 0);
+  const DLTensor* scores = __prefix___arg_tensor(args, 1);
+  double max_per_class = __prefix___scalar(__prefix___arg_tensor(args, 2));
+  float iou_threshold = (float)__prefix___scalar(__prefix___arg_tensor(args, 3));
+  double score_threshold = __prefix___scalar(__prefix___arg_tensor(args, 4));
   int has_score_threshold = any[5].v_int64 != 0, center = any[6].v_int64 != 0;
-  DLTensor* selected_tensor = {{ prefix }}_arg_tensor(args, 7);
+  DLTensor* selected_tensor = __prefix___arg_tensor(args, 7);
   int64_t* selected = (int64_t*)selected_tensor->data;
-  int64_t* extent = (int64_t*){{ prefix }}_arg_tensor(args, 8)->data;
-  int64_t* work = (int64_t*){{ prefix }}_arg_tensor(args, 9)->data;
+  int64_t* extent = (int64_t*)__prefix___arg_tensor(args, 8)->data;
+  int64_t* work = (int64_t*)__prefix___arg_tensor(args, 9)->data;
   int64_t batches = scores->shape[0], classes = scores->shape[1], n = scores->shape[2];
   int64_t capacity = selected_tensor->shape[0], limit, count = 0, b, c, i, j;
   int64_t *order = work, *kept = work + 2 * n;
-  {{ prefix }}_line line;  /* one class's scores, best first; the sort is stable, so ties keep box order */
+  __prefix___line line;  /* one class's scores, best first; the sort is stable, so ties keep box order */
   (void)self;
   (void)num_args;
   (void)result;
   if (!(iou_threshold >= 0.0f && iou_threshold <= 1.0f)) {  /* ONNX Runtime refuses it too */
     const char* parts[1];
     parts[0] = "iou_threshold is outside [0, 1]";
-    {{ prefix }}_backend_set_error("NonMaxSuppression", parts, 1);
-    return {{ PREFIX }}_BUILTIN_INVALID_INPUT;
+    __prefix___backend_set_error("NonMaxSuppression", parts, 1);
+    return __PREFIX___BUILTIN_INVALID_INPUT;
   }
   /* A NaN or negative maximum keeps nothing, as 0 does; the bound caps the rest. */
   limit = max_per_class > 0.0 ? (max_per_class < (double)n ? (int64_t)max_per_class : n) : 0;
@@ -472,18 +472,18 @@ int32_t {{ prefix }}_builtin_non_max_suppression(void* self, void* args, int32_t
       int64_t candidates = 0, kept_count = 0;
       line.base = (b * classes + c) * n;
       for (i = 0; i < n && limit > 0; ++i) {
-        double score = {{ prefix }}_float_value(scores, line.base + i);
+        double score = __prefix___float_value(scores, line.base + i);
         if (!has_score_threshold || score > score_threshold) order[candidates++] = i;
       }
-      {{ prefix }}_merge_sort(order, work + n, candidates, {{ prefix }}_compare_in_line, &line);
+      __prefix___merge_sort(order, work + n, candidates, __prefix___compare_in_line, &line);
       for (i = 0; i < candidates && kept_count < limit && count < capacity; ++i) {
         float box[4];
         int suppressed = 0;
-        {{ prefix }}_box(boxes, (b * n + order[i]) * 4, center, box);
+        __prefix___box(boxes, (b * n + order[i]) * 4, center, box);
         for (j = 0; j < kept_count && !suppressed; ++j) {
           float other[4];
-          {{ prefix }}_box(boxes, (b * n + kept[j]) * 4, center, other);
-          suppressed = {{ prefix }}_overlaps(box, other, iou_threshold);
+          __prefix___box(boxes, (b * n + kept[j]) * 4, center, other);
+          suppressed = __prefix___overlaps(box, other, iou_threshold);
         }
         if (suppressed) continue;
         kept[kept_count++] = order[i];
@@ -494,13 +494,13 @@ int32_t {{ prefix }}_builtin_non_max_suppression(void* self, void* args, int32_t
       }
     }
   }
-  {{ prefix }}_zero_tail(selected_tensor, (size_t)(count * 3) * sizeof(int64_t));
+  __prefix___zero_tail(selected_tensor, (size_t)(count * 3) * sizeof(int64_t));
   extent[0] = count;
   return 0;
 }
 
 /* Decimal text of value into text (room for 21 bytes); returns text. No stdio (bare metal). */
-static const char* {{ prefix }}_decimal(int64_t value, char* text) {
+static const char* __prefix___decimal(int64_t value, char* text) {
   char digits[21];
   int n = 0, used = 0;
   uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
@@ -520,14 +520,14 @@ static const char* {{ prefix }}_decimal(int64_t value, char* text) {
  * indices cycles through the k bounds (k = 1: every index has the same bound); a bound of -1
  * marks a column that holds no index (RoiAlign's box coordinates beside its batch index).
  * Float indices (RoiAlign's batch column) are not wrapped: 0 <= value < bound, NaN refused. */
-int32_t {{ prefix }}_builtin_check_indices(void* self, void* args, int32_t num_args, void* result) {
+int32_t __prefix___builtin_check_indices(void* self, void* args, int32_t num_args, void* result) {
   const TVMFFIAny* any = (const TVMFFIAny*)args;
-  const DLTensor* indices = {{ prefix }}_arg_tensor(args, 0);
-  const char* site = {{ prefix }}_builtin_texts[any[1].v_int64];
+  const DLTensor* indices = __prefix___arg_tensor(args, 0);
+  const char* site = __prefix___builtin_texts[any[1].v_int64];
   int32_t period = num_args - 3;
-  DLTensor* checked = {{ prefix }}_arg_tensor(args, num_args - 1);
-  int64_t total = {{ prefix }}_num_elements(indices), i;
-  int is_float = {{ prefix }}_is_float(indices);
+  DLTensor* checked = __prefix___arg_tensor(args, num_args - 1);
+  int64_t total = __prefix___num_elements(indices), i;
+  int is_float = __prefix___is_float(indices);
   int wide = indices->dtype.bits == 64;
   (void)self;
   (void)result;
@@ -536,7 +536,7 @@ int32_t {{ prefix }}_builtin_check_indices(void* self, void* args, int32_t num_a
     int64_t value, wrapped;
     int inside, finite = 1;
     if (is_float) {
-      double real = {{ prefix }}_float_value(indices, i);
+      double real = __prefix___float_value(indices, i);
       inside = bound < 0 || (real >= 0.0 && real < (double)bound);
       finite = real == real && real > -9.2e18 && real < 9.2e18;
       value = finite ? (int64_t)real : 0;
@@ -550,20 +550,20 @@ int32_t {{ prefix }}_builtin_check_indices(void* self, void* args, int32_t num_a
       char value_text[22], bound_text[22], minus_text[22];
       const char* parts[8];
       parts[0] = "index ";
-      parts[1] = finite ? {{ prefix }}_decimal(value, value_text) : "(not finite)";
+      parts[1] = finite ? __prefix___decimal(value, value_text) : "(not finite)";
       parts[2] = " is outside [";
-      parts[3] = is_float ? "0" : {{ prefix }}_decimal(-bound, minus_text);
+      parts[3] = is_float ? "0" : __prefix___decimal(-bound, minus_text);
       parts[4] = ", ";
-      parts[5] = {{ prefix }}_decimal(bound, bound_text);
+      parts[5] = __prefix___decimal(bound, bound_text);
       parts[6] = ")";
       parts[7] = period > 1 ? " (one coordinate of an index tuple)" : NULL;
-      {{ prefix }}_backend_set_error(site, parts, 8);
-      return {{ PREFIX }}_BUILTIN_INVALID_INPUT;
+      __prefix___backend_set_error(site, parts, 8);
+      return __PREFIX___BUILTIN_INVALID_INPUT;
     }
     if (is_float) {
-      memcpy((unsigned char*)checked->data + (size_t)i * {{ prefix }}_element_bytes(indices),
-             (const unsigned char*)indices->data + (size_t)i * {{ prefix }}_element_bytes(indices),
-             {{ prefix }}_element_bytes(indices));
+      memcpy((unsigned char*)checked->data + (size_t)i * __prefix___element_bytes(indices),
+             (const unsigned char*)indices->data + (size_t)i * __prefix___element_bytes(indices),
+             __prefix___element_bytes(indices));
     } else if (wide) {
       ((int64_t*)checked->data)[i] = wrapped;
     } else {

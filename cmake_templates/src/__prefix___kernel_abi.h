@@ -1,12 +1,12 @@
-{{ banner_c }}
+/*__banner__*/
 /*
  * The few DLPack / TVM-FFI declarations the generated kernels use, written for this
  * package so that no TVM header is needed to build it. The layouts match DLPack 1.x and
  * TVM-FFI's TVMFFIAny. The backend entry points the kernels call are mapped to this
  * package's own prefixed functions, so two packages can be linked into one program.
  */
-#ifndef {{ PREFIX }}_KERNEL_ABI_H_
-#define {{ PREFIX }}_KERNEL_ABI_H_
+#ifndef __PREFIX___KERNEL_ABI_H_
+#define __PREFIX___KERNEL_ABI_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,16 +44,16 @@ typedef struct {
   };
 } TVMFFIAny;
 
-enum { {{ PREFIX }}_FFI_INT = 1, {{ PREFIX }}_FFI_DLTENSOR_PTR = 7, {{ PREFIX }}_DL_CPU = 1 };
+enum { __PREFIX___FFI_INT = 1, __PREFIX___FFI_DLTENSOR_PTR = 7, __PREFIX___DL_CPU = 1 };
 
-#define TVMBackendAllocWorkspace {{ prefix }}_backend_alloc_workspace
-#define TVMBackendFreeWorkspace {{ prefix }}_backend_free_workspace
-#define TVMFFIErrorSetRaisedFromCStrParts {{ prefix }}_backend_set_error
+#define TVMBackendAllocWorkspace __prefix___backend_alloc_workspace
+#define TVMBackendFreeWorkspace __prefix___backend_free_workspace
+#define TVMFFIErrorSetRaisedFromCStrParts __prefix___backend_set_error
 
-void* {{ prefix }}_backend_alloc_workspace(int device_type, int device_id, uint64_t nbytes,
+void* __prefix___backend_alloc_workspace(int device_type, int device_id, uint64_t nbytes,
                                   int dtype_code_hint, int dtype_bits_hint);
-int {{ prefix }}_backend_free_workspace(int device_type, int device_id, void* ptr);
-void {{ prefix }}_backend_set_error(const char* kind, const char** message_parts, int32_t num_parts);
+int __prefix___backend_free_workspace(int device_type, int device_id, void* ptr);
+void __prefix___backend_set_error(const char* kind, const char** message_parts, int32_t num_parts);
 
 /* Parallel loops (LLVM objects only; the C kernels print them as serial loops). */
 typedef struct {
@@ -62,7 +62,7 @@ typedef struct {
 } TVMParallelGroupEnv;
 typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* cdata);
 
-int {{ prefix }}_backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task);
-int {{ prefix }}_backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv);
+int __prefix___backend_parallel_launch(FTVMParallelLambda lambda, void* cdata, int num_task);
+int __prefix___backend_parallel_barrier(int task_id, TVMParallelGroupEnv* penv);
 
-#endif /* {{ PREFIX }}_KERNEL_ABI_H_ */
+#endif /* __PREFIX___KERNEL_ABI_H_ */

@@ -1,4 +1,4 @@
-{{ banner_c }}
+/*__banner__*/
 /* See npy.h. Written for relay2cmake packages; no dependencies beyond the C library. */
 #include "npy.h"
 

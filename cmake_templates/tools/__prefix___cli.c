@@ -1,11 +1,11 @@
-{{ banner_c }}
+/*__banner__*/
 /*
- * {{ prefix }}_cli: run {{ name }} on .npy files.
+ * __prefix___cli: run the model on .npy files.
  *
- *   {{ prefix }}_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...
+ *   __prefix___cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...
  *
- * --weights: the weights file, for libraries built with {{ PREFIX }}_EXTERNAL_WEIGHTS=ON
- * ({{ weights_file }} in the package, share/{{ prefix }}/ once installed).
+ * --weights: the weights file, for libraries built with __PREFIX___EXTERNAL_WEIGHTS=ON
+ * (weights/__prefix___weights.bin in the package, share/__prefix__/ once installed).
  * Inputs are given in model order and must match each input's dtype and shape exactly.
  * Outputs are written to DIR/output_0.npy, DIR/output_1.npy, ... in model order.
  */
@@ -24,7 +24,7 @@
 #endif
 
 #include "npy.h"
-#include "{{ prefix }}/{{ prefix }}.h"
+#include "__prefix__/__prefix__.h"
 
 /* Model names are untrusted text: only printable ASCII reaches the terminal (no escapes). */
 static const char* printable(const char* text, char* out, size_t size) {
@@ -38,13 +38,13 @@ static const char* printable(const char* text, char* out, size_t size) {
 }
 
 static int usage(void) {
-  const {{ prefix }}_tensor_info* info;
+  const __prefix___tensor_info* info;
   char name[256];
   size_t i;
   fprintf(stderr,
-          "usage: {{ prefix }}_cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...\n"
+          "usage: __prefix___cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...\n"
           "inputs, in this order:\n");
-  for (i = 0; (info = {{ prefix }}_input_info(i)) != NULL; ++i) {
+  for (i = 0; (info = __prefix___input_info(i)) != NULL; ++i) {
     char shape[256];
     npy_shape_text(info->ndim, info->shape, shape, sizeof(shape));
     fprintf(stderr, "  %u: %s %s%s\n", (unsigned)i, printable(info->name, name, sizeof(name)), info->dtype_name, shape);
@@ -58,7 +58,7 @@ static int parse_count(const char* option, const char* text, long low, long high
   errno = 0;
   *value = strtol(text, &end, 10);
   if (errno == 0 && end != text && *end == '\0' && *value >= low && *value <= high) return 1;
-  fprintf(stderr, "{{ prefix }}_cli: %s takes a whole number from %ld to %ld\n", option, low, high);
+  fprintf(stderr, "__prefix___cli: %s takes a whole number from %ld to %ld\n", option, low, high);
   return 0;
 }
 
@@ -93,17 +93,17 @@ int main(int argc, char** argv) {
   const char* weights_path = NULL;
   npy_blob weights;
   long bench = 0, warmup = 1, threads = 1;
-  const char* paths[{{ PREFIX }}_NUM_INPUTS + 1];
+  const char* paths[__PREFIX___NUM_INPUTS + 1];
   size_t num_paths = 0;
-  npy_array arrays[{{ PREFIX }}_NUM_INPUTS + 1];
-  const void* inputs[{{ PREFIX }}_NUM_INPUTS + 1];
-  size_t input_bytes[{{ PREFIX }}_NUM_INPUTS + 1];
-  void* outputs[{{ PREFIX }}_NUM_OUTPUTS];
-  size_t output_bytes[{{ PREFIX }}_NUM_OUTPUTS];
+  npy_array arrays[__PREFIX___NUM_INPUTS + 1];
+  const void* inputs[__PREFIX___NUM_INPUTS + 1];
+  size_t input_bytes[__PREFIX___NUM_INPUTS + 1];
+  void* outputs[__PREFIX___NUM_OUTPUTS];
+  size_t output_bytes[__PREFIX___NUM_OUTPUTS];
   char error[512], name[256];
-  {{ prefix }}_context* context = NULL;
+  __prefix___context* context = NULL;
   void* workspace = NULL;
-  {{ prefix }}_status status;
+  __prefix___status status;
   int exit_code = 1;
   int i;
   size_t k;
@@ -123,41 +123,41 @@ int main(int argc, char** argv) {
     } else if (strcmp(arg, "--warmup") == 0 && i + 1 < argc) {
       if (!parse_count("--warmup", argv[++i], 0, MAX_BENCH_RUNS, &warmup)) return 2;
     } else if (strcmp(arg, "--threads") == 0 && i + 1 < argc) {
-      if (!parse_count("--threads", argv[++i], 1, {{ max_threads }}, &threads)) return 2;
+      if (!parse_count("--threads", argv[++i], 1, __PREFIX___MAX_THREADS, &threads)) return 2;
     } else if (strcmp(arg, "--weights") == 0 && i + 1 < argc) {
       weights_path = argv[++i];
     } else if (arg[0] == '-' && arg[1] == '-') {
-      fprintf(stderr, "{{ prefix }}_cli: unknown option %s\n", arg);
+      fprintf(stderr, "__prefix___cli: unknown option %s\n", arg);
       return usage();
     } else {
-      if (num_paths == {{ PREFIX }}_NUM_INPUTS) {
-        fprintf(stderr, "{{ prefix }}_cli: too many inputs: the model takes %u\n", (unsigned){{ PREFIX }}_NUM_INPUTS);
+      if (num_paths == __PREFIX___NUM_INPUTS) {
+        fprintf(stderr, "__prefix___cli: too many inputs: the model takes %u\n", (unsigned)__PREFIX___NUM_INPUTS);
         return usage();
       }
       paths[num_paths++] = arg;
     }
   }
-  if (num_paths != {{ PREFIX }}_NUM_INPUTS) {
-    fprintf(stderr, "{{ prefix }}_cli: the model takes %u input(s), got %u\n", (unsigned){{ PREFIX }}_NUM_INPUTS,
+  if (num_paths != __PREFIX___NUM_INPUTS) {
+    fprintf(stderr, "__prefix___cli: the model takes %u input(s), got %u\n", (unsigned)__PREFIX___NUM_INPUTS,
             (unsigned)num_paths);
     return usage();
   }
 
   for (k = 0; k < num_paths; ++k) {
-    const {{ prefix }}_tensor_info* info = {{ prefix }}_input_info(k);
+    const __prefix___tensor_info* info = __prefix___input_info(k);
     int same_shape = 1, d;
     if (npy_read(paths[k], &arrays[k], error, sizeof(error)) != 0) {
-      fprintf(stderr, "{{ prefix }}_cli: input %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
+      fprintf(stderr, "__prefix___cli: input %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
               error);
       goto done;
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
     for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
-    if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, {{ PREFIX }}_DTYPE_IS_RAW_BITS(info->dtype))) {
+    if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, __PREFIX___DTYPE_IS_RAW_BITS(info->dtype))) {
       char want[256], got[256], descr[64];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
       npy_shape_text(arrays[k].ndim, arrays[k].shape, got, sizeof(got));
-      fprintf(stderr, "{{ prefix }}_cli: input %u ('%s') must be %s%s ('%s'); %s holds '%s'%s\n", (unsigned)k,
+      fprintf(stderr, "__prefix___cli: input %u ('%s') must be %s%s ('%s'); %s holds '%s'%s\n", (unsigned)k,
               printable(info->name, name, sizeof(name)), info->dtype_name, want, info->npy_descr, paths[k],
               printable(arrays[k].descr, descr, sizeof(descr)), got);
       goto done;
@@ -165,53 +165,53 @@ int main(int argc, char** argv) {
     inputs[k] = arrays[k].data;
     input_bytes[k] = arrays[k].data_bytes;
   }
-  for (k = 0; k < {{ PREFIX }}_NUM_OUTPUTS; ++k) {
-    output_bytes[k] = {{ prefix }}_output_info(k)->num_bytes;
+  for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) {
+    output_bytes[k] = __prefix___output_info(k)->num_bytes;
     outputs[k] = malloc(output_bytes[k] > 0 ? output_bytes[k] : 1);
     if (outputs[k] == NULL) {
-      fprintf(stderr, "{{ prefix }}_cli: out of memory\n");
+      fprintf(stderr, "__prefix___cli: out of memory\n");
       goto done;
     }
   }
-  if ({{ prefix }}_weights_external()) {
-    /* Read by the cli (not {{ prefix }}_weights_load) so that no_malloc builds work too. */
+  if (__prefix___weights_external()) {
+    /* Read by the cli (not __prefix___weights_load) so that no_malloc builds work too. */
     if (weights_path == NULL) {
-      fprintf(stderr, "{{ prefix }}_cli: this library reads its weights from a file: pass --weights "
-                      "{{ weights_file }} (share/{{ prefix }}/{{ prefix }}_weights.bin once installed)\n");
+      fprintf(stderr, "__prefix___cli: this library reads its weights from a file: pass --weights "
+                      "weights/__prefix___weights.bin (share/__prefix__/__prefix___weights.bin once installed)\n");
       goto done;
     }
     if (npy_read_blob(weights_path, &weights, error, sizeof(error)) != 0) {
-      fprintf(stderr, "{{ prefix }}_cli: --weights: %s\n", error);
+      fprintf(stderr, "__prefix___cli: --weights: %s\n", error);
       goto done;
     }
-    status = {{ prefix }}_weights_attach(weights.data, weights.bytes);
-    if (status != {{ PREFIX }}_OK) {
-      fprintf(stderr, "{{ prefix }}_cli: --weights %s: %s\n", weights_path, {{ prefix }}_status_string(status));
+    status = __prefix___weights_attach(weights.data, weights.bytes);
+    if (status != __PREFIX___OK) {
+      fprintf(stderr, "__prefix___cli: --weights %s: %s\n", weights_path, __prefix___status_string(status));
       goto done;
     }
   }
   /* The cli owns the workspace, so it also works with libraries built without malloc. */
-  workspace = malloc({{ PREFIX }}_WORKSPACE_BYTES + {{ PREFIX }}_WORKSPACE_ALIGNMENT);
+  workspace = malloc(__PREFIX___WORKSPACE_BYTES + __PREFIX___WORKSPACE_ALIGNMENT);
   if (workspace == NULL) {
-    fprintf(stderr, "{{ prefix }}_cli: out of memory\n");
+    fprintf(stderr, "__prefix___cli: out of memory\n");
     goto done;
   }
-  status = {{ prefix }}_context_init((unsigned char*)workspace + ({{ PREFIX }}_WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)workspace % {{ PREFIX }}_WORKSPACE_ALIGNMENT)) % {{ PREFIX }}_WORKSPACE_ALIGNMENT,
-                                {{ PREFIX }}_WORKSPACE_BYTES, &context);
-  if (status != {{ PREFIX }}_OK) {
-    fprintf(stderr, "{{ prefix }}_cli: cannot create a context: %s\n", {{ prefix }}_status_string(status));
+  status = __prefix___context_init((unsigned char*)workspace + (__PREFIX___WORKSPACE_ALIGNMENT - (size_t)((uintptr_t)workspace % __PREFIX___WORKSPACE_ALIGNMENT)) % __PREFIX___WORKSPACE_ALIGNMENT,
+                                __PREFIX___WORKSPACE_BYTES, &context);
+  if (status != __PREFIX___OK) {
+    fprintf(stderr, "__prefix___cli: cannot create a context: %s\n", __prefix___status_string(status));
     goto done;
   }
-  status = {{ prefix }}_context_set_threads(context, threads > {{ PREFIX }}_MAX_THREADS ? -1 : (int)threads);
-  if (status != {{ PREFIX }}_OK) {
-    fprintf(stderr, "{{ prefix }}_cli: --threads %ld: %s\n", threads, {{ prefix }}_last_error(context));
+  status = __prefix___context_set_threads(context, threads > __PREFIX___MAX_THREADS ? -1 : (int)threads);
+  if (status != __PREFIX___OK) {
+    fprintf(stderr, "__prefix___cli: --threads %ld: %s\n", threads, __prefix___last_error(context));
     goto done;
   }
-  status = {{ prefix }}_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, {{ PREFIX }}_NUM_OUTPUTS);
-  if (status != {{ PREFIX }}_OK) {
+  status = __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
+  if (status != __PREFIX___OK) {
     char message[512];
-    fprintf(stderr, "{{ prefix }}_cli: run failed: %s (%s)\n", {{ prefix }}_status_string(status),
-            printable({{ prefix }}_last_error(context), message, sizeof(message)));
+    fprintf(stderr, "__prefix___cli: run failed: %s (%s)\n", __prefix___status_string(status),
+            printable(__prefix___last_error(context), message, sizeof(message)));
     goto done;
   }
   if (bench > 0) {
@@ -219,38 +219,38 @@ int main(int argc, char** argv) {
     long r;
     if (times == NULL) goto done;
     for (r = 0; r < warmup; ++r) {
-      {{ prefix }}_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, {{ PREFIX }}_NUM_OUTPUTS);
+      __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
     }
     for (r = 0; r < bench; ++r) {
       double start = now_ms();
-      {{ prefix }}_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, {{ PREFIX }}_NUM_OUTPUTS);
+      __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
       times[r] = now_ms() - start;
     }
     qsort(times, (size_t)bench, sizeof(double), compare_doubles);
     printf("latency_ms min=%.4f median=%.4f max=%.4f\n", times[0],
            bench % 2 ? times[bench / 2] : 0.5 * (times[bench / 2 - 1] + times[bench / 2]), times[bench - 1]);
-    printf("kernels %s\n", {{ prefix }}_kernel_set(context));
+    printf("kernels %s\n", __prefix___kernel_set(context));
     free(times);
   }
   if (make_directory(output_dir) != 0) {
-    fprintf(stderr, "{{ prefix }}_cli: cannot create the output directory %s\n", output_dir);
+    fprintf(stderr, "__prefix___cli: cannot create the output directory %s\n", output_dir);
     goto done;
   }
-  for (k = 0; k < {{ PREFIX }}_NUM_OUTPUTS; ++k) {
-    const {{ prefix }}_tensor_info* info = {{ prefix }}_output_info(k);
+  for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) {
+    const __prefix___tensor_info* info = __prefix___output_info(k);
     /* The actual shape: a bounded output (NonZero, Unique, ...) may fill less than its buffer. */
-    int64_t dims[{{ max_output_ndim }} + 1];
-    size_t bytes = {{ prefix }}_output_num_bytes(context, k);
+    int64_t dims[__PREFIX___MAX_OUTPUT_NDIM + 1];
+    size_t bytes = __prefix___output_num_bytes(context, k);
     char path[4096];
     int length;
-    {{ prefix }}_output_shape(context, k, dims);
+    __prefix___output_shape(context, k, dims);
     length = snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
     if (length < 0 || (size_t)length >= sizeof(path)) {
-      fprintf(stderr, "{{ prefix }}_cli: the output directory's path is too long\n");
+      fprintf(stderr, "__prefix___cli: the output directory's path is too long\n");
       goto done;
     }
     if (npy_write(path, info->npy_descr, info->ndim, dims, outputs[k], bytes, error, sizeof(error)) != 0) {
-      fprintf(stderr, "{{ prefix }}_cli: output %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
+      fprintf(stderr, "__prefix___cli: output %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
               error);
       goto done;
     }
@@ -258,11 +258,11 @@ int main(int argc, char** argv) {
   exit_code = 0;
 
 done:
-  {{ prefix }}_context_destroy(context);
+  __prefix___context_destroy(context);
   free(workspace);
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
   /* The weights stay attached to the library until exit; freeing them is the last step. */
   npy_free_blob(&weights);
-  for (k = 0; k < {{ PREFIX }}_NUM_OUTPUTS; ++k) free(outputs[k]);
+  for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) free(outputs[k]);
   return exit_code;
 }
