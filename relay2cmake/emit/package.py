@@ -33,7 +33,14 @@ def templates_dir() -> Path:
     raise RuntimeError("cmake_templates/ is missing from this installation of relay2cmake")
 
 
-def _environment(root: Path) -> jinja2.Environment:
+def _environment(root: Path, cmake: bool = False) -> jinja2.Environment:
+    # CMake's own ${...} and {...} must not meet Jinja's braces: its templates say << x >> and <% for %>.
+    delimiters = (
+        dict(variable_start_string="<<", variable_end_string=">>", block_start_string="<%",
+             block_end_string="%>", comment_start_string="<#", comment_end_string="#>")
+        if cmake
+        else {}
+    )  # fmt: skip
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
         undefined=jinja2.StrictUndefined,
@@ -41,12 +48,18 @@ def _environment(root: Path) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        **delimiters,
     )
+
+
+def is_cmake_template(relative: str) -> bool:
+    name = relative.rsplit("/", 1)[-1]
+    return name == "CMakeLists.txt.j2" or name.endswith((".cmake.j2", ".cmake.in.j2"))
 
 
 def render_templates(context: dict[str, Any]) -> dict[str, bytes]:
     root = templates_dir()
-    env = _environment(root)
+    environments = {False: _environment(root), True: _environment(root, cmake=True)}
     files: dict[str, bytes] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = path.relative_to(root).as_posix()
@@ -54,7 +67,8 @@ def render_templates(context: dict[str, Any]) -> dict[str, bytes]:
             continue
         target = relative.replace("__prefix__", context["prefix"]).replace("__name__", context["name"])
         if target.endswith(".j2"):
-            files[target[:-3]] = env.get_template(relative).render(**context).encode("utf-8")
+            template = environments[is_cmake_template(relative)].get_template(relative)
+            files[target[:-3]] = template.render(**context).encode("utf-8")
         else:
             files[target] = static_source(path.read_text(encoding="utf-8"), context).encode("utf-8")
     return files
