@@ -1,12 +1,13 @@
-"""PackagePlan → the plain dictionaries the templates render.
+"""PackagePlan → the typed, frozen views the templates render.
 
 Everything a template prints is computed here (names, literals, sizes, shapes), so the
-templates stay free of logic beyond loops.
+templates stay free of logic beyond loops. ``PackageView``'s fields are the names a template
+sees; the item views (``TensorView``, ``StepView``, ...) are what its loops walk.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from relay2cmake import __version__, dtypes
@@ -62,6 +63,12 @@ def _shape_text(shape: tuple[int, ...], dynamic_axis: int | None = None) -> str:
     return "[" + ", ".join(dims) + "]"
 
 
+@dataclass(frozen=True)
+class ShapeView:
+    symbol: str  # the static array of the dimensions: <prefix>_shape_<k>
+    dims: str  # "2, 3" ("0" for a scalar, whose array still needs an element)
+
+
 class _Shapes:
     """One static array per distinct shape, named in order of first use."""
 
@@ -74,40 +81,190 @@ class _Shapes:
             self.symbols[shape] = f"{self.prefix}_shape_{len(self.symbols)}"
         return self.symbols[shape]
 
-    def table(self) -> list[dict[str, str]]:
-        return [
-            {"symbol": symbol, "dims": ", ".join(map(str, shape)) if shape else "0"}
+    def table(self) -> tuple[ShapeView, ...]:
+        return tuple(
+            ShapeView(symbol, ", ".join(map(str, shape)) if shape else "0")
             for shape, symbol in self.symbols.items()
-        ]
+        )
 
 
-def _io_views(tensors, prefix: str, shapes: _Shapes) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class TensorView:
+    """A model input or output, in every spelling a template needs."""
+
+    index: int
+    name_literal: str  # a C string literal of the model's name
+    comment_name: str  # the name, inert inside a C comment
+    markdown_name: str  # the name, inert in Markdown
+    c_name: str  # a C identifier
+    upper: str  # c_name in capitals, for macros
+    dtype: str
+    dtype_enum: str  # <PREFIX>_DTYPE_FLOAT32
+    ctype: str
+    npy_descr: str
+    ndim: int
+    shape_symbol: str
+    shape_text: str  # "[1, 3, 224, 224]"; a bounded dimension reads "0..12"
+    shape_values: str  # "1, 3, 224, 224"
+    dynamic_axis: int  # -1: static shape
+    bounded: bool
+    num_elements: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class BufferView:
+    index: int
+    home_enum: str  # where it lives: <PREFIX>_HOME_ARENA, _INPUT, _CONSTANT
+    dtype: str
+    dtype_code: int  # DLPack's type code and bits
+    dtype_bits: int
+    ndim: int
+    shape_symbol: str
+    shape_text: str
+    slot: int  # arena offset, input index or constant index, by home
+
+
+@dataclass(frozen=True)
+class StepView:
+    symbol: str  # the kernel's C symbol
+    wide_symbol: str  # its AVX-512 twin (the same symbol when the twin has none)
+    name_literal: str  # the kernel's name as a C string literal, for error messages
+    first_arg: int  # index of its first argument in the model's argument table
+    num_args: int
+    scratch_offset: int
+    scratch_bytes: int
+
+
+@dataclass(frozen=True)
+class ArgView:
+    is_tensor: int  # 1: value is a buffer index; 0: value is an integer argument
+    value: int
+
+
+@dataclass(frozen=True)
+class ShardView:
+    symbol: str  # <prefix>_weights_<k>
+    file: str  # <prefix>_weights_<k>.c
+
+
+@dataclass(frozen=True)
+class ConstantView:
+    shard_symbol: str
+    offset: int  # in its shard
+    file_offset: int  # in the weights file
+    dtype: str
+    shape_text: str
+
+
+@dataclass(frozen=True)
+class ObjectSetView:
+    label: str  # "x86_64:x86-64-v3"
+    path: str  # objects/<arch>/<prefix>_kernels.o
+    processors: str  # CMAKE_SYSTEM_PROCESSOR values, as a regex alternation
+    define: str  # <PREFIX>_OBJECTS_<ARCH>, set when CMake links this set
+    wide_path: str  # the AVX-512 twin (symbols <prefix>_wide_*) linked beside it; "" when none
+    c_fallback_path: str  # C of the kernels LLVM could not build for this set; "" when none
+
+
+@dataclass(frozen=True)
+class DtypeView:
+    enum: str
+    value: int
+
+
+@dataclass(frozen=True)
+class ToleranceView:
+    atol: str  # repr() of the float, exact in C
+    rtol: str
+
+
+@dataclass(frozen=True)
+class PackageView:
+    """Everything the templates of one package print."""
+
+    name: str  # CMake package name
+    prefix: str  # C prefix
+    PREFIX: str
+    version: str
+    banner_c: str
+    banner_hash: str
+    banner_lines: tuple[str, ...]
+    # The model's file name goes into comments, a Python string and Markdown: reduced to
+    # characters that are inert in all of them.
+    model_file_comment: str
+    reference_comment: str  # which reference computed the golden outputs, confirmed by which
+    reference_markdown: str
+    golden_notes_markdown: tuple[str, ...]
+    golden_tolerances: tuple[ToleranceView, ...]
+    fallbacks_markdown: tuple[str, ...]  # one line per optimisation declined
+    self_check_markdown: str
+    arena_bytes: int
+    weight_bytes: int
+    context_bytes: int
+    workspace_bytes: int
+    max_threads: int
+    object_sets: tuple[ObjectSetView, ...]  # one per architecture
+    has_wide_kernels: bool
+    wide_kernel_set: str
+    wide_cpu_check: str  # a C condition: the CPU runs the AVX-512 twin
+    x86_cpu_check: str  # a C condition: the CPU runs the x86 object set
+    all_dtypes: tuple[DtypeView, ...]
+    inputs: tuple[TensorView, ...]
+    outputs: tuple[TensorView, ...]
+    buffers: tuple[BufferView, ...]
+    args: tuple[ArgView, ...]
+    num_args: int
+    steps: tuple[StepView, ...]
+    builtin_texts: tuple[str, ...]  # C string literals of the builtins' text arguments
+    kernel_symbols: tuple[str, ...]
+    wide_kernel_symbols: tuple[str, ...]
+    shapes: tuple[ShapeView, ...]
+    constants: tuple[ConstantView, ...]
+    weight_shards: tuple[ShardView, ...]
+    stage_inputs: int  # 1: inputs not 64-byte aligned are copied into the arena
+    input_alignment_note: str
+    input_staging: tuple[int, ...]
+    output_buffers: tuple[int, ...]
+    output_extent_buffers: tuple[int, ...]  # -1: static shape
+    max_output_ndim: int
+    weights_file: str
+    weights_file_bytes: int
+    weights_sha256: str
+    weights_sha256_bytes: str  # "0x12, 0x34, ..."
+
+    def template_names(self) -> dict[str, Any]:
+        """The names a template sees (the fields, not copied deeper)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _tensor_views(tensors, prefix: str, shapes: _Shapes) -> tuple[TensorView, ...]:
     views = []
     for t in tensors:
         dtype = dtypes.lookup(t.dtype)
         views.append(
-            {
-                "index": t.index,
-                "name_literal": c_string_literal(t.name),
-                "comment_name": comment_text(t.name),
-                "markdown_name": markdown_text(t.name),
-                "c_name": t.c_name,
-                "upper": t.c_name.upper(),
-                "dtype": t.dtype,
-                "dtype_enum": f"{prefix.upper()}_DTYPE_{dtype.enum_suffix}",
-                "ctype": dtype.ctype,
-                "npy_descr": dtype.npy_descr,
-                "ndim": len(t.shape),
-                "shape_symbol": shapes.symbol(t.shape),
-                "shape_text": _shape_text(t.shape, t.dynamic_axis),
-                "shape_values": ", ".join(map(str, t.shape)),
-                "dynamic_axis": -1 if t.dynamic_axis is None else t.dynamic_axis,
-                "bounded": t.dynamic_axis is not None,
-                "num_elements": t.num_elements,
-                "nbytes": t.nbytes,
-            }
+            TensorView(
+                index=t.index,
+                name_literal=c_string_literal(t.name),
+                comment_name=comment_text(t.name),
+                markdown_name=markdown_text(t.name),
+                c_name=t.c_name,
+                upper=t.c_name.upper(),
+                dtype=t.dtype,
+                dtype_enum=f"{prefix.upper()}_DTYPE_{dtype.enum_suffix}",
+                ctype=dtype.ctype,
+                npy_descr=dtype.npy_descr,
+                ndim=len(t.shape),
+                shape_symbol=shapes.symbol(t.shape),
+                shape_text=_shape_text(t.shape, t.dynamic_axis),
+                shape_values=", ".join(map(str, t.shape)),
+                dynamic_axis=-1 if t.dynamic_axis is None else t.dynamic_axis,
+                bounded=t.dynamic_axis is not None,
+                num_elements=t.num_elements,
+                nbytes=t.nbytes,
+            )
         )
-    return views
+    return tuple(views)
 
 
 def c_fallback_path(prefix: str, arch: str) -> str:
@@ -115,157 +272,177 @@ def c_fallback_path(prefix: str, arch: str) -> str:
     return f"src/{prefix}_kernels_{arch}_fallback.c"
 
 
-def build_context(
+def weights_file_path(prefix: str) -> str:
+    return f"weights/{prefix}_weights.bin"
+
+
+def context_bytes(plan: PackagePlan) -> int:
+    """An upper bound of the run-time context's size on any platform (the runtime checks it
+    at compile time), a multiple of 64: the arena follows it in the workspace."""
+    num_args = sum(len(step.args) for step in plan.steps)
+    return align_up(
+        _CONTEXT_FIXED_BYTES
+        + 8 * (len(plan.outputs) + 1)  # output extents
+        + _DLTENSOR_BOUND * (len(plan.buffers) + 1)
+        + _FFI_ANY_BYTES * (num_args + 1)
+        + _POOL_BYTES
+    )
+
+
+def workspace_bytes(plan: PackagePlan) -> int:
+    """<P>_WORKSPACE_BYTES: the context and the arena."""
+    return context_bytes(plan) + plan.arena_bytes
+
+
+def build_view(
     identity: PackageIdentity,
     plan: PackagePlan,
     shards: list[Shard],
     placements: list[Placement],
     weights_file: WeightsFile,
     golden: GoldenData,
-    wide_kernels: frozenset[str] = frozenset(),
-    c_fallback_arches: frozenset[str] = frozenset(),
-) -> dict[str, Any]:
-    """``wide_kernels``: the kernels the AVX-512 twin set defines (the others run from the
-    default set there too); ``c_fallback_arches``: object sets with kernels LLVM could not
-    build, compiled from C beside the object."""
+    fallbacks: tuple[str, ...] = (),
+    self_check: str = "not run",
+) -> PackageView:
+    """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked.
+    Which kernels the AVX-512 twin defines and which object sets carry C for kernels LLVM
+    could not build come from ``plan.kernels``."""
     prefix = identity.prefix
+    wide_kernels = plan.kernels.wide_kernels
+    c_fallback_arches = {arch for arch, o in plan.kernels.objects.items() if o.in_c}
     shapes = _Shapes(prefix)
-    inputs = _io_views(plan.inputs, prefix, shapes)
-    outputs = _io_views(plan.outputs, prefix, shapes)
+    inputs = _tensor_views(plan.inputs, prefix, shapes)
+    outputs = _tensor_views(plan.outputs, prefix, shapes)
 
     buffers = []
     for b in plan.buffers:
         dtype = dtypes.lookup(b.dtype)
         buffers.append(
-            {
-                "index": b.index,
-                "home_enum": f"{prefix.upper()}_{HOME_ENUM[b.home]}",
-                "dtype": b.dtype,
-                "dtype_code": dtype.dl_code,
-                "dtype_bits": dtype.bits,
-                "ndim": len(b.shape),
-                "shape_symbol": shapes.symbol(b.shape),
-                "shape_text": _shape_text(b.shape),
-                "slot": b.slot,
-            }
+            BufferView(
+                index=b.index,
+                home_enum=f"{prefix.upper()}_{HOME_ENUM[b.home]}",
+                dtype=b.dtype,
+                dtype_code=dtype.dl_code,
+                dtype_bits=dtype.bits,
+                ndim=len(b.shape),
+                shape_symbol=shapes.symbol(b.shape),
+                shape_text=_shape_text(b.shape),
+                slot=b.slot,
+            )
         )
 
-    args, steps = [], []
+    args: list[ArgView] = []
+    steps = []
     for step in plan.steps:
         steps.append(
-            {
-                "symbol": step.symbol,
-                "wide_symbol": wide_kernel_symbol(prefix, step.kernel)
+            StepView(
+                symbol=step.symbol,
+                wide_symbol=wide_kernel_symbol(prefix, step.kernel)
                 if step.kernel in wide_kernels
                 else step.symbol,
-                "kernel": step.kernel,
-                "name_literal": c_string_literal(step.kernel),
-                "first_arg": len(args),
-                "num_args": len(step.args),
-                "scratch_offset": step.scratch_offset,
-                "scratch_bytes": step.scratch_bytes,
-            }
+                name_literal=c_string_literal(step.kernel),
+                first_arg=len(args),
+                num_args=len(step.args),
+                scratch_offset=step.scratch_offset,
+                scratch_bytes=step.scratch_bytes,
+            )
         )
-        args.extend({"is_tensor": int(a.kind == "tensor"), "value": a.value} for a in step.args)
+        args.extend(ArgView(int(a.kind == "tensor"), a.value) for a in step.args)
 
-    shard_views = [
-        {"symbol": f"{prefix}_weights_{s.index}", "file": f"{prefix}_weights_{s.index}.c"} for s in shards
-    ]
-    constants = [
-        {
-            "shard_symbol": shard_views[p.shard]["symbol"],
-            "offset": p.offset,
-            "file_offset": weights_file.shard_starts[p.shard] + p.offset,
-            "dtype": c.dtype,
-            "shape_text": _shape_text(c.shape),
-        }
+    shard_views = tuple(
+        ShardView(f"{prefix}_weights_{s.index}", f"{prefix}_weights_{s.index}.c") for s in shards
+    )
+    constants = tuple(
+        ConstantView(
+            shard_symbol=shard_views[p.shard].symbol,
+            offset=p.offset,
+            file_offset=weights_file.shard_starts[p.shard] + p.offset,
+            dtype=c.dtype,
+            shape_text=_shape_text(c.shape),
+        )
         for c, p in zip(plan.constants, placements, strict=True)
-    ]
+    )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
     wide_labels = {t.wide_variant().label for t in listed if t.wide_variant() is not None}
     object_targets = [t for t in listed if t.label not in wide_labels]  # one per architecture
     wide_targets = {t.arch: t.wide_variant() for t in object_targets if t.wide_variant() is not None}
     wide_targets = {arch: t for arch, t in wide_targets.items() if t.label in identity.targets}
-    context_bytes = align_up(
-        _CONTEXT_FIXED_BYTES
-        + 8 * (len(outputs) + 1)  # output extents
-        + _DLTENSOR_BOUND * (len(buffers) + 1)
-        + _FFI_ANY_BYTES * (len(args) + 1)
-        + _POOL_BYTES
+    reference = golden.reference + (
+        f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""
     )
-    return {
-        "name": identity.name,
-        "prefix": prefix,
-        "PREFIX": prefix.upper(),
-        "version": identity.version,
-        "banner_c": c_banner(identity),
-        "banner_hash": hash_banner(identity),
-        "banner_lines": banner_lines(identity),
-        # The model's file name goes into comments, a Python string and Markdown: reduced
-        # to characters that are inert in all of them.
-        "model_file_comment": file_label(identity.model_file),
-        "reference_comment": golden.reference
-        + (f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""),
-        "arena_bytes": plan.arena_bytes,
-        "weight_bytes": plan.weight_bytes,
-        "context_bytes": context_bytes,
-        "max_threads": MAX_THREADS,
-        "object_sets": [
-            {
-                "label": t.label,
-                "path": f"objects/{t.arch}/{prefix}_kernels.o",
-                "processors": "|".join(t.processors),
-                "define": f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
-                # The AVX-512 twin (symbols <prefix>_wide_*), linked beside it and picked at run time.
-                "wide_path": f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
-                "c_fallback_path": c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
-            }
+    symbols = {s.symbol for s in steps}
+    return PackageView(
+        name=identity.name,
+        prefix=prefix,
+        PREFIX=prefix.upper(),
+        version=identity.version,
+        banner_c=c_banner(identity),
+        banner_hash=hash_banner(identity),
+        banner_lines=tuple(banner_lines(identity)),
+        model_file_comment=file_label(identity.model_file),
+        reference_comment=reference,
+        # Text that may quote the model (TVM's messages name its operators): Markdown-escaped.
+        reference_markdown=markdown_text(reference),
+        golden_notes_markdown=tuple(markdown_text(n) for n in golden.notes),
+        golden_tolerances=tuple(ToleranceView(repr(t.atol), repr(t.rtol)) for t in golden.tolerances),
+        fallbacks_markdown=tuple(markdown_text(f) for f in fallbacks),
+        self_check_markdown=markdown_text(self_check),
+        arena_bytes=plan.arena_bytes,
+        weight_bytes=plan.weight_bytes,
+        context_bytes=context_bytes(plan),
+        workspace_bytes=workspace_bytes(plan),
+        max_threads=MAX_THREADS,
+        object_sets=tuple(
+            ObjectSetView(
+                label=t.label,
+                path=f"objects/{t.arch}/{prefix}_kernels.o",
+                processors="|".join(t.processors),
+                define=f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
+                wide_path=f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
+                c_fallback_path=c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
+            )
             for t in object_targets
-        ],
-        "has_wide_kernels": bool(wide_targets),
-        "wide_kernel_set": ", ".join(t.label for t in wide_targets.values()),
-        "wide_cpu_check": " && ".join(
+        ),
+        has_wide_kernels=bool(wide_targets),
+        wide_kernel_set=", ".join(t.label for t in wide_targets.values()),
+        wide_cpu_check=" && ".join(
             f'__builtin_cpu_supports("{feature}")'
             for t in wide_targets.values()
             for feature in t.x86_features
         )
         or "0",
-        # The x86 object set needs these CPU features; checked when a context is made.
-        "x86_cpu_check": " && ".join(
+        x86_cpu_check=" && ".join(
             f'__builtin_cpu_supports("{feature}")' for t in object_targets for feature in t.x86_features
         )
         or "1",
-        "workspace_bytes": context_bytes + plan.arena_bytes,
-        "all_dtypes": [
-            {"enum": f"{prefix.upper()}_DTYPE_{d.enum_suffix}", "value": d.value}
-            for d in dtypes.DTYPES.values()
-        ],
-        "inputs": inputs,
-        "outputs": outputs,
-        "buffers": buffers,
-        "args": args,
-        "num_args": len(args),
-        "steps": steps,
-        "builtin_texts": [c_string_literal(text) for text in plan.texts],
-        "kernel_symbols": sorted({s["symbol"] for s in steps}),
-        "wide_kernel_symbols": sorted({s["wide_symbol"] for s in steps} - {s["symbol"] for s in steps}),
-        "shapes": shapes.table(),
-        "constants": constants,
-        "weight_shards": shard_views,
-        "stage_inputs": int(plan.input_staging is not None),
-        "input_alignment_note": (
+        all_dtypes=tuple(
+            DtypeView(f"{prefix.upper()}_DTYPE_{d.enum_suffix}", d.value) for d in dtypes.DTYPES.values()
+        ),
+        inputs=inputs,
+        outputs=outputs,
+        buffers=tuple(buffers),
+        args=tuple(args),
+        num_args=len(args),
+        steps=tuple(steps),
+        builtin_texts=tuple(c_string_literal(text) for text in plan.texts),
+        kernel_symbols=tuple(sorted(symbols)),
+        wide_kernel_symbols=tuple(sorted({s.wide_symbol for s in steps} - symbols)),
+        shapes=shapes.table(),
+        constants=constants,
+        weight_shards=shard_views,
+        stage_inputs=int(plan.input_staging is not None),
+        input_alignment_note=(
             f"Inputs not {64}-byte aligned are copied into the workspace before the kernels run."
             if plan.input_staging is not None
             else "Inputs are read in place; the usual alignment of their C type is enough."
         ),
-        "input_staging": list(plan.input_staging or ()),
-        "output_buffers": list(plan.output_buffers),
-        "output_extent_buffers": [-1 if o.extent_buffer is None else o.extent_buffer for o in plan.outputs],
-        "max_output_ndim": max((len(o.shape) for o in plan.outputs), default=0),
-        "weights_file": f"weights/{prefix}_weights.bin",
-        "weights_file_bytes": len(weights_file.data),
-        "weights_sha256": weights_file.sha256.hex(),
-        "weights_sha256_bytes": ", ".join(f"0x{b:02x}" for b in weights_file.sha256),
-        "golden_tolerances": [{"atol": repr(t.atol), "rtol": repr(t.rtol)} for t in golden.tolerances],
-    }
+        input_staging=tuple(plan.input_staging or ()),
+        output_buffers=tuple(plan.output_buffers),
+        output_extent_buffers=tuple(-1 if o.extent_buffer is None else o.extent_buffer for o in plan.outputs),
+        max_output_ndim=max((len(o.shape) for o in plan.outputs), default=0),
+        weights_file=weights_file_path(prefix),
+        weights_file_bytes=len(weights_file.data),
+        weights_sha256=weights_file.sha256.hex(),
+        weights_sha256_bytes=", ".join(f"0x{b:02x}" for b in weights_file.sha256),
+    )

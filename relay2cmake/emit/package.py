@@ -17,10 +17,17 @@ import numpy as np
 from relay2cmake import __version__
 from relay2cmake.dtypes import RAW_BITS
 from relay2cmake.emit import weights
-from relay2cmake.emit.context import PackageIdentity, build_context, c_banner, c_fallback_path
+from relay2cmake.emit.context import (
+    PackageIdentity,
+    PackageView,
+    build_view,
+    c_banner,
+    c_fallback_path,
+    weights_file_path,
+    workspace_bytes,
+)
 from relay2cmake.errors import UserError
 from relay2cmake.golden import GoldenData
-from relay2cmake.naming import markdown_text
 from relay2cmake.plan import PackagePlan
 
 
@@ -57,31 +64,32 @@ def is_cmake_template(relative: str) -> bool:
     return name == "CMakeLists.txt.j2" or name.endswith((".cmake.j2", ".cmake.in.j2"))
 
 
-def render_templates(context: dict[str, Any]) -> dict[str, bytes]:
+def render_templates(view: PackageView) -> dict[str, bytes]:
     root = templates_dir()
     environments = {False: _environment(root), True: _environment(root, cmake=True)}
+    names = view.template_names()
     files: dict[str, bytes] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = path.relative_to(root).as_posix()
         if "__pycache__" in relative:
             continue
-        target = relative.replace("__prefix__", context["prefix"]).replace("__name__", context["name"])
+        target = relative.replace("__prefix__", view.prefix).replace("__name__", view.name)
         if target.endswith(".j2"):
             template = environments[is_cmake_template(relative)].get_template(relative)
-            files[target[:-3]] = template.render(**context).encode("utf-8")
+            files[target[:-3]] = template.render(**names).encode("utf-8")
         else:
-            files[target] = static_source(path.read_text(encoding="utf-8"), context).encode("utf-8")
+            files[target] = static_source(path.read_text(encoding="utf-8"), view).encode("utf-8")
     return files
 
 
-def static_source(text: str, context: dict[str, Any]) -> str:
+def static_source(text: str, view: PackageView) -> str:
     """A file that is the same in every package (the C runtime): real C with ``__prefix__``
     (``__PREFIX__``) where the package's prefix goes and ``/*__banner__*/`` for the banner;
     whatever depends on the model is a macro in the generated headers."""
     return (
-        text.replace("/*__banner__*/", context["banner_c"])
-        .replace("__prefix__", context["prefix"])
-        .replace("__PREFIX__", context["PREFIX"])
+        text.replace("/*__banner__*/", view.banner_c)
+        .replace("__prefix__", view.prefix)
+        .replace("__PREFIX__", view.PREFIX)
     )
 
 
@@ -95,7 +103,13 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return stream.getvalue()
 
 
-def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, operators, context) -> dict:
+def metadata(
+    identity: PackageIdentity,
+    plan: PackagePlan,
+    golden: GoldenData,
+    operators: tuple[str, ...],
+    weights_file: weights.WeightsFile,
+) -> dict[str, Any]:
     def io(t):
         return {
             "name": t.name,
@@ -115,14 +129,14 @@ def metadata(identity: PackageIdentity, plan: PackagePlan, golden: GoldenData, o
         "inputs": [io(t) for t in plan.inputs],
         "outputs": [io(t) for t in plan.outputs],
         "weights_file": {
-            "path": context["weights_file"],
-            "bytes": context["weights_file_bytes"],
-            "sha256": context["weights_sha256"],
+            "path": weights_file_path(identity.prefix),
+            "bytes": len(weights_file.data),
+            "sha256": weights_file.sha256.hex(),
         },
         "memory": {
             "arena_bytes": plan.arena_bytes,
             "intermediate_bytes": plan.intermediate_bytes,
-            "workspace_bytes": context["workspace_bytes"],
+            "workspace_bytes": workspace_bytes(plan),
             "weight_bytes": plan.weight_bytes,
             "tvm_static_plan_bytes": plan.tvm_storage_bytes,
         },
@@ -156,15 +170,8 @@ def render_package(
     weights_file = weights.weights_file(shards)
     kernels = plan.kernels
     c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
-    context = build_context(
-        identity, plan, shards, placements, weights_file, golden, kernels.wide_kernels, frozenset(c_fallbacks)
-    )
-    # Text that may quote the model (TVM's messages name its operators): Markdown-escaped.
-    context["fallbacks_markdown"] = [markdown_text(f) for f in fallbacks]
-    context["golden_notes_markdown"] = [markdown_text(n) for n in golden.notes]
-    context["self_check_markdown"] = markdown_text(self_check)
-    context["reference_markdown"] = markdown_text(context["reference_comment"])
-    files = render_templates(context)
+    view = build_view(identity, plan, shards, placements, weights_file, golden, fallbacks, self_check)
+    files = render_templates(view)
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
     files[f"src/{prefix}_kernels.c"] = (banner + kernels.c_source).encode("utf-8")
@@ -180,12 +187,12 @@ def render_package(
             weights.shard_source, prefix, shard, banner
         )
     # The same bytes again, for builds configured with <P>_EXTERNAL_WEIGHTS=ON.
-    files[context["weights_file"]] = weights_file.data
+    files[view.weights_file] = weights_file.data
     for index, array in enumerate(golden.inputs):
         files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
     for index, array in enumerate(golden.expected):
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
-    document = metadata(identity, plan, golden, operators, context)
+    document = metadata(identity, plan, golden, operators, weights_file)
     document["fallbacks"] = list(fallbacks)
     document["self_check"] = self_check
     sets = dict(kernels.objects)
