@@ -16,6 +16,7 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 test: $(VENV)/.installed-test system-deps
 	$(BIN)/ruff check relay2cmake tests tools benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_WORKERS)
 
 # The quick loop while editing: naming, planning, arenas, weights, the import graph (seconds).
@@ -35,6 +36,7 @@ fuzz: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check relay2cmake tests tools benchmarks
 	$(BIN)/ruff format --check relay2cmake tests tools benchmarks
+	$(BIN)/mypy
 
 system-deps:
 	@bash tools/install_system_deps.sh

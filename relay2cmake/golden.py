@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,7 +150,7 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, tolerance: Tolerance) 
     return Difference(name, worst, int(matches.size - np.count_nonzero(matches)), int(matches.size))
 
 
-def tvm_vm_reference(imported: ImportedModel, inputs) -> list[np.ndarray]:
+def tvm_vm_reference(imported: ImportedModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """TVM's own VM on the unoptimised import: none of our rewrites, schedules or driver."""
     import tvm
     from tvm import relax

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from relay2cmake.errors import UserError
+
+if TYPE_CHECKING:
+    from tvm.target import Target
 
 # Architecture → (LLVM triple, default CPU, CMAKE_SYSTEM_PROCESSOR spellings).
 ARCHITECTURES = {
@@ -78,14 +82,14 @@ class KernelTarget:
             return KernelTarget("x86_64", WIDE_X86_CPU)
         return None
 
-    def tvm_target(self, cores: int | None = None):
+    def tvm_target(self, cores: int | None = None) -> Target:
         """TVM's target; ``cores`` (physical cores) is what MetaSchedule needs to know."""
         import tvm
 
         if not self.is_object:
             return tvm.target.Target("c")
         triple, _, _ = ARCHITECTURES[self.arch]
-        spec = {"kind": "llvm", "mtriple": triple, "mcpu": self.cpu}
+        spec: dict[str, object] = {"kind": "llvm", "mtriple": triple, "mcpu": self.cpu}
         if cores is not None:
             spec["num-cores"] = cores
         if self.arch == "aarch64":

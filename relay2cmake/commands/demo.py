@@ -29,6 +29,11 @@ def _prepare(out: Path, force: bool) -> None:
     (out / MARKER).write_text("made by relay2cmake demo; safe to delete\n")
 
 
+def _configure_and_build(source: Path, build_dir: Path, *definitions: str) -> None:
+    cmake_runner.configure(source, build_dir, *definitions)
+    cmake_runner.build(build_dir)
+
+
 def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
     out = out.resolve()  # CMake resolves relative prefixes against the build folder, not ours
     _prepare(out, force)
@@ -46,17 +51,14 @@ def run_demo(out: Path, force: bool, progress: Steps) -> dict[str, float]:
     step(
         "build",
         "Building the package with CMake",
-        lambda: (cmake_runner.configure(package, build_dir), cmake_runner.build(build_dir)),
+        lambda: _configure_and_build(package, build_dir),
     )
     step("test", "Running its golden test (ctest)", lambda: cmake_runner.test(build_dir))
     step("install", f"Installing to {prefix}", lambda: cmake_runner.install(build_dir, prefix))
     step(
         "app",
         "Building an application with find_package(Digits)",
-        lambda: (
-            cmake_runner.configure(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"),
-            cmake_runner.build(app_build),
-        ),
+        lambda: _configure_and_build(DEMO_APP, app_build, f"-DCMAKE_PREFIX_PATH={prefix}"),
     )
     output = step("run", "Running it", lambda: cmake_runner.run_program(app_build / "digits_demo"))
     print(output.rstrip())

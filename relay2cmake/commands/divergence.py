@@ -15,6 +15,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
 
 MAX_PROBES = 12  # 4,096 nodes
 
@@ -26,7 +30,7 @@ class Cut:
     output: object  # the ValueInfoProto of the node's first output (from shape inference)
 
 
-def cuts(model) -> list[Cut]:
+def cuts(model: onnx.ModelProto) -> list[Cut]:
     """The nodes whose first output has a type ONNX's shape inference knows (so it can be a
     graph output), in graph order."""
     import onnx
@@ -43,7 +47,7 @@ def cuts(model) -> list[Cut]:
     return found
 
 
-def cut_model(model, cut: Cut, path: Path) -> Path:
+def cut_model(model: onnx.ModelProto, cut: Cut, path: Path) -> Path:
     """``model`` with the output of node ``cut.index`` as its only graph output, saved at ``path``."""
     import onnx
 

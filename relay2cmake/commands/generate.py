@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from relay2cmake import golden, naming
 from relay2cmake.commands import self_check
@@ -20,7 +21,7 @@ from relay2cmake.emit.package import (
     stage_package,
 )
 from relay2cmake.errors import ModelError
-from relay2cmake.frontends import import_model
+from relay2cmake.frontends import ImportedModel, import_model
 from relay2cmake.lower import tuning_db
 from relay2cmake.lower.pipeline import LoweredModel, lower, needs_aligned_inputs
 from relay2cmake.plan import PackagePlan, build_plan
@@ -55,13 +56,16 @@ class GenerateReport:
 
 
 Steps = Callable[[str], contextlib.AbstractContextManager[None]]
+_T = TypeVar("_T")
 
 
 def _silent(_message: str) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
-def timed_step(progress: Steps, seconds: dict[str, float], label: str, message: str, work):
+def timed_step(
+    progress: Steps, seconds: dict[str, float], label: str, message: str, work: Callable[[], _T]
+) -> _T:
     """Run ``work()`` as one reported step and record its duration under ``label``."""
     start = time.perf_counter()
     with progress(message):
@@ -79,7 +83,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     check_output_dir(options.out, options.force, keep=(options.model,))
     tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
     built = {t.label for t in targets} | {w.label for t in targets if (w := t.wide_variant()) is not None}
-    untuned = tuning is not None and tuning.target not in built  # the AVX-512 twin counts
+    # The AVX-512 twin counts as built.
+    untuned_target = tuning.target if tuning is not None and tuning.target not in built else None
     seconds: dict[str, float] = {}
 
     def timed(label: str, message: str, work):
@@ -113,8 +118,8 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
             else ()
         )
         + (
-            (f"the tuning database is for {tuning.target}, which this package does not build; not used.",)
-            if untuned
+            (f"the tuning database is for {untuned_target}, which this package does not build; not used.",)
+            if untuned_target
             else ()
         )
     )  # fmt: skip
@@ -241,13 +246,13 @@ class _Builder:
     """Lower → plan → render → stage → check, for one choice of optimisations."""
 
     options: GenerateOptions
-    imported: object
+    imported: ImportedModel
     reference: golden.GoldenData
     name: str
     version: str
     prefix: str
     targets: tuple[KernelTarget, ...]
-    tuning: object
+    tuning: tuning_db.TuningDatabase | None
     timed: Callable
     staged: list[Path] = field(default_factory=list)  # staging folders made so far
 
@@ -278,7 +283,9 @@ class _Builder:
             model_sha256=self.imported.source_sha256,
             # A model without kernels carries no objects: only what was built is listed.
             targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.code.objects)
-            + tuple(t.wide_variant().label for t in targets if t.is_object and _has_wide(lowered, t)),
+            + tuple(
+                w.label for t in targets if (w := t.wide_variant()) is not None and _has_wide(lowered, t)
+            ),
         )
         fallbacks = fallback_lines(lowered, targets)
         files = timed("render", "Rendering the package", lambda: self._render(identity, plan, fallbacks))

@@ -69,10 +69,9 @@ def _static_bytes(vi: onnx.ValueInfoProto) -> int | None:
     tensor_type = vi.type.tensor_type
     if tensor_type.elem_type not in ONNX_DTYPES or not tensor_type.HasField("shape"):
         return None
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
-    if any(d is None for d in dims):
+    if not all(d.HasField("dim_value") for d in tensor_type.shape.dim):
         return None
-    return tensor_bytes(ONNX_DTYPES[tensor_type.elem_type], tuple(dims))
+    return tensor_bytes(ONNX_DTYPES[tensor_type.elem_type], tuple(d.dim_value for d in tensor_type.shape.dim))
 
 
 def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> int | None:

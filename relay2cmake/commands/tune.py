@@ -12,9 +12,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.lower.tuning_db import TuningDatabase, TuningRecord, normalized, workload_hash
+
+if TYPE_CHECKING:
+    from relay2cmake.commands.generate import Steps
 
 BUILD_FUNCTION = "relay2cmake.tuning.build"  # MetaSchedule's builder workers look it up by name
 
@@ -62,13 +66,13 @@ class TuneReport:
 
 def tune(
     model: Path,
-    input_shapes,
-    constant_inputs,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+    constant_inputs: dict[str, str] | None,
     target_spec: tuple[str, ...],
     trials: int,
-    progress,
+    progress: Steps,
     winograd: bool = True,
-):
+) -> TuneReport:
     """Search ``trials`` schedules per kernel of the model lowered as ``gen`` lowers it
     (``winograd`` as gen's); returns the kept records (faster than default)."""
     import tvm

@@ -364,10 +364,10 @@ def build_view(
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
-    wide_labels = {t.wide_variant().label for t in listed if t.wide_variant() is not None}
-    object_targets = [t for t in listed if t.label not in wide_labels]  # one per architecture
-    wide_targets = {t.arch: t.wide_variant() for t in object_targets if t.wide_variant() is not None}
-    wide_targets = {arch: t for arch, t in wide_targets.items() if t.label in identity.targets}
+    twins = {t.arch: w for t in listed if (w := t.wide_variant()) is not None}
+    object_targets = [t for t in listed if t not in twins.values()]  # one per architecture
+    # The AVX-512 twin of an architecture's set, where the package carries it.
+    wide_targets = {arch: w for arch, w in twins.items() if w.label in identity.targets}
     reference = golden.reference + (
         f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""
     )

@@ -42,7 +42,7 @@ def templates_dir() -> Path:
 
 def _environment(root: Path, cmake: bool = False) -> jinja2.Environment:
     # CMake's own ${...} and {...} must not meet Jinja's braces: its templates say << x >> and <% for %>.
-    delimiters = (
+    delimiters: dict[str, Any] = (
         dict(variable_start_string="<<", variable_end_string=">>", block_start_string="<%",
              block_end_string="%>", comment_start_string="<#", comment_end_string="#>")
         if cmake
@@ -171,7 +171,7 @@ def render_package(
     kernels = plan.kernels
     c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
     view = build_view(identity, plan, shards, placements, weights_file, golden, fallbacks, self_check)
-    files = render_templates(view)
+    files: dict[str, Content] = dict(render_templates(view))
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
     files[f"src/{prefix}_kernels.c"] = (banner + kernels.c_source).encode("utf-8")

@@ -17,11 +17,18 @@ axis and the int64[1] tensor holding its extent.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tvm import relax
 
 from relay2cmake.builtins import COMPRESS, NON_MAX_SUPPRESSION, NONZERO, UNIQUE
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # Each bounded result → (its dynamic axis, the int64[1] tensor holding its extent).
+    _Marks: TypeAlias = dict[relax.Expr, tuple[int, relax.Expr]]
 
 # Element types the builtins read (they compare and copy whole bytes).
 _SUPPORTED_DTYPES = frozenset(
@@ -59,7 +66,9 @@ def _normal_axis(op: str, axis, rank: int) -> int | None:
     return axis + rank if axis < 0 else axis
 
 
-def nonzero(bb, inputs, attr):
+def nonzero(
+    bb: relax.BlockBuilder, inputs: list[relax.Expr], attr: dict[str, Any]
+) -> tuple[relax.Expr, _Marks]:
     data = inputs[0]
     _check_dtype("NonZero", data)
     shape = _shape(data)
@@ -71,7 +80,9 @@ def nonzero(bb, inputs, attr):
     return indices, {indices: (1, count)}
 
 
-def compress(bb, inputs, attr):
+def compress(
+    bb: relax.BlockBuilder, inputs: list[relax.Expr], attr: dict[str, Any]
+) -> tuple[relax.Expr, _Marks]:
     data, condition = inputs
     dtype = _check_dtype("Compress", data)
     shape = _shape(data)
@@ -87,7 +98,9 @@ def compress(bb, inputs, attr):
     return selected, {selected: (axis if axis is not None else 0, count)}
 
 
-def unique(bb, inputs, attr):
+def unique(
+    bb: relax.BlockBuilder, inputs: list[relax.Expr], attr: dict[str, Any]
+) -> tuple[relax.Expr, _Marks]:
     data = inputs[0]
     dtype = _check_dtype("Unique", data)
     shape = _shape(data)
@@ -130,7 +143,9 @@ def _scalar_input(expr, default, dtype: str):
     return expr
 
 
-def non_max_suppression(bb, inputs, attr):
+def non_max_suppression(
+    bb: relax.BlockBuilder, inputs: list[relax.Expr], attr: dict[str, Any]
+) -> tuple[relax.Expr, _Marks]:
     boxes, scores = inputs[0], inputs[1]
     rest = [*inputs[2:], None, None, None][:3]
     max_per_class, iou_threshold, score_threshold = rest

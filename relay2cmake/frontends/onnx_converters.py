@@ -494,7 +494,7 @@ class Importer(ONNXGraphImporter):
     axis; ``main`` returns one int64[1] extent per such output after the model's outputs.
     """
 
-    def from_onnx(self, graph, opset):
+    def from_onnx(self, graph: onnx.GraphProto, opset: int) -> tvm.IRModule:
         self._top_graph = graph
         self._bounded: dict[relax.Expr, tuple[int, relax.Expr]] = {}
         self.bounded_outputs: dict[str, int] = {}
@@ -621,7 +621,9 @@ class Importer(ONNXGraphImporter):
         return results[0] if len(results) == 1 else relax.Tuple(results)
 
 
-def from_onnx(model, shape_dict, dtype_dict, opset: int):
+def from_onnx(
+    model: onnx.ModelProto, shape_dict: dict[str, list[int]], dtype_dict: dict[str, str], opset: int
+) -> tuple[tvm.IRModule, dict[str, int]]:
     """``tvm.relax.frontend.onnx.from_onnx`` with our converters (same arguments, checker
     left to the caller). Returns the module and ``Importer.bounded_outputs``."""
     importer = Importer(shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True)

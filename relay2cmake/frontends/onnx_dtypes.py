@@ -6,7 +6,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 # ONNX element types we can carry through the C API, by the name TVM uses.
-ONNX_DTYPES = {
+ONNX_DTYPES: dict[int, str] = {
     TensorProto.FLOAT: "float32",
     TensorProto.DOUBLE: "float64",
     TensorProto.FLOAT16: "float16",

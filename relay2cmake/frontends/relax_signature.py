@@ -6,15 +6,23 @@ importer (PyTorch): both may carry symbolic dimensions, which ``--input-shape`` 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import TensorSignature, check_input_shape_names
+
+if TYPE_CHECKING:
+    from tvm import relax
+    from tvm.ir import IRModule
 
 
 def _dims(shape) -> list:
     return list(shape.values) if shape is not None and hasattr(shape, "values") else []
 
 
-def bind_input_shapes(module, names: list[str], input_shapes: dict[str, tuple[int, ...]]):
+def bind_input_shapes(
+    module: IRModule, names: list[str], input_shapes: dict[str, tuple[int, ...]]
+) -> IRModule:
     """``module`` with every symbolic dimension of ``main``'s inputs replaced by a number.
 
     ``names[i]`` is the user-facing name of parameter i. A symbolic dimension that no
@@ -57,7 +65,7 @@ def bind_input_shapes(module, names: list[str], input_shapes: dict[str, tuple[in
     return relax.transform.BindSymbolicVars(bindings, "main")(module)
 
 
-def signature_of(info, name: str) -> TensorSignature:
+def signature_of(info: relax.Type, name: str) -> TensorSignature:
     import tvm
     from tvm import relax
 
@@ -72,7 +80,7 @@ def signature_of(info, name: str) -> TensorSignature:
 
 
 def main_signatures(
-    module, input_names: list[str]
+    module: IRModule, input_names: list[str]
 ) -> tuple[tuple[TensorSignature, ...], tuple[TensorSignature, ...]]:
     """Inputs and outputs of a static ``main``; outputs are named output_0, output_1, ..."""
     main = module["main"]
@@ -84,7 +92,7 @@ def main_signatures(
     return inputs, outputs
 
 
-def safe_parameter_names(module):
+def safe_parameter_names(module: IRModule) -> IRModule:
     """``module`` with ``main``'s parameters named ``input_0``, ``input_1``, ...: TVM names a
     kernel's C parameters after them, unescaped, and the model's own names are untrusted text
     (a newline and ``#include`` in an input name reached the C kernels). The package maps

@@ -7,7 +7,14 @@ becomes a one-line error naming the operator).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from torch import fx
+    from tvm import relax
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
 _MODES = {0: "sum", 1: "mean", 2: "max"}
 
@@ -26,7 +33,7 @@ def _constant_arange(node) -> range | None:
     return None
 
 
-def embedding_bag(node, importer):
+def embedding_bag(node: fx.Node, importer: ExportedProgramImporter) -> relax.Expr:
     """``aten._embedding_bag``: bags of equal size (offsets a constant arange, as
     ``nn.EmbeddingBag`` makes for 2-D input), sum/mean/max, no per-sample weights."""
     from tvm import relax
@@ -63,7 +70,7 @@ def embedding_bag(node, importer):
     return relax.Tuple([result, result, result, result])
 
 
-def triu_indices(node, importer):
+def triu_indices(node: fx.Node, importer: ExportedProgramImporter) -> relax.Expr:
     """``aten.triu_indices`` with constant sizes: a constant."""
     from tvm import relax
 
@@ -76,7 +83,7 @@ def triu_indices(node, importer):
 _INDEX_DTYPES = ("int32", "int64")
 
 
-def index_tensor(node, importer):
+def index_tensor(node: fx.Node, importer: ExportedProgramImporter) -> relax.Expr:
     """``aten.index.Tensor``: PyTorch's advanced indexing, ``x[:, rows, cols]`` and the like.
 
     ``indices`` holds one entry per leading axis of ``x`` (axes past its end are kept whole):

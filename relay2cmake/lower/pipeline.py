@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
@@ -30,6 +30,10 @@ from relay2cmake.lower.rewrites.sorting import sort_builtins
 from relay2cmake.lower.schedules import ScheduleOptions, schedule_function, schedule_module
 from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
+
+if TYPE_CHECKING:
+    from tvm import relax
+    from tvm.ir import IRModule
 
 
 def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
@@ -327,10 +331,14 @@ def _reason(exc: BaseException) -> str:
     return describe(exc, 200)
 
 
-def rewrite_relax(module, winograd: bool = True, declined: frozenset[str] = frozenset()):
+def rewrite_relax(
+    module: IRModule, winograd: bool = True, declined: frozenset[str] = frozenset()
+) -> tuple[IRModule, list[str], list[str]]:
     """The rewrites every kernel set shares; returns the module, the optional rewrites that
     applied, and one line per rewrite that raised (declined)."""
-    applied, fallbacks, notes = [], [], []
+    applied: list[str] = []
+    fallbacks: list[str] = []
+    notes: list[str] = []
     winograd = winograd and WINOGRAD not in declined
     for rewrite in relax_rewrites(winograd, notes):
         if rewrite.optional and rewrite.name in declined:
@@ -373,7 +381,9 @@ def _pipeline(module):
         return relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
 
 
-def lowered_kernels(module, prefix: str, winograd: bool = True, optimise: bool = True):
+def lowered_kernels(
+    module: IRModule, prefix: str, winograd: bool = True, optimise: bool = True
+) -> tuple[relax.Function, IRModule, tuple[str, ...]]:
     """The Relax rewrites and TVM's CPU pipeline: the lowered ``main``, the PrimFuncs it
     calls with global symbols ``<prefix>_<name>``, and the optimisations declined. When the
     pipeline fails after the optional rewrites, each is declined in turn (then all of them)
@@ -436,7 +446,7 @@ def _check_printable_names(prims) -> None:
 
 
 def lower(
-    module,
+    module: IRModule,
     prefix: str,
     targets: tuple[KernelTarget, ...] = (KernelTarget("c"),),
     tuning: TuningDatabase | None = None,

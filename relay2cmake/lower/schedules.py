@@ -26,9 +26,16 @@ because TVM checks every primitive against the block's dependences.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
+    from tvm.tirx import PrimFunc
+
+    from relay2cmake.targets import KernelTarget
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class ScheduleOptions:
     parallel: bool
 
     @classmethod
-    def for_objects(cls, target, parallel: bool = True) -> ScheduleOptions:
+    def for_objects(cls, target: KernelTarget, parallel: bool = True) -> ScheduleOptions:
         """The default schedules of an object set (a ``KernelTarget``): vectorized to its width."""
         return cls(vector_lanes=target.vector_lanes, vectorize=True, parallel=parallel)
 
@@ -300,7 +307,8 @@ def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
         width = _vector_width(_extent(sch, c), options)
         c0, vector = sch.split(c, [None, width])
         sch.reorder(tile, c0, a, b, vector)
-        outer, positions = (tile,), (a, b)
+        outer: tuple = (tile,)
+        positions = (a, b)
     elif OUTPUT_BLOCK in blocks:
         block = blocks[OUTPUT_BLOCK]
         while consumers := sch.get_consumers(block):
@@ -376,7 +384,7 @@ def _schedule_rows(sch, options: ScheduleOptions) -> bool:
     return True
 
 
-def schedule_function(func, options: ScheduleOptions):
+def schedule_function(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
     """``func`` scheduled when it matches a pattern, else ``None``."""
     try:
         return _schedule(func, options)
@@ -384,7 +392,7 @@ def schedule_function(func, options: ScheduleOptions):
         return None  # (hand-written TIR such as scatter): TVM's default lowering stays
 
 
-def deep_copy(func):
+def deep_copy(func: PrimFunc) -> PrimFunc:
     """A PrimFunc that shares nothing with ``func``: schedule primitives were seen to rewrite
     the loops of a function that shares its body with the one scheduled (``with_attr``
     copies share it), in place (TVM 0.27)."""
@@ -421,12 +429,12 @@ def _schedule(func, options: ScheduleOptions):
 
 
 def schedule_module(
-    module,
+    module: IRModule,
     options: ScheduleOptions,
     serial: frozenset[str] = frozenset(),
     tuned: dict | None = None,
     unscheduled: frozenset[str] = frozenset(),
-):
+) -> tuple[IRModule, list[str]]:
     """Every PrimFunc of ``module`` scheduled: as given in ``tuned`` (by name), else where a
     pattern applies (the ``serial`` ones without parallel loops; the ``unscheduled`` ones
     not at all); returns the new module and the names of the scheduled functions."""

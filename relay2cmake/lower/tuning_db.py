@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from relay2cmake.errors import UserError
+
+if TYPE_CHECKING:
+    from tvm.tirx import PrimFunc
 
 FORMAT = "relay2cmake-tuning-1"
 
@@ -38,7 +42,7 @@ class TuningDatabase:
         return {r.workload: r for r in self.records}
 
 
-def normalized(func):
+def normalized(func: PrimFunc) -> PrimFunc:
     """A copy of the PrimFunc as MetaSchedule sees it: named ``main``, whatever the package
     prefix, and a deep copy (``schedules.deep_copy``: scheduling it leaves ``func`` alone)."""
     from relay2cmake.lower.schedules import deep_copy
@@ -46,7 +50,7 @@ def normalized(func):
     return deep_copy(func).with_attr("global_symbol", "main")
 
 
-def workload_hash(func) -> str:
+def workload_hash(func: PrimFunc) -> str:
     import tvm_ffi
 
     return f"{tvm_ffi.structural_hash(normalized(func)) & (2**64 - 1):016x}"
@@ -78,7 +82,7 @@ def save(database: TuningDatabase, path: Path) -> None:
     Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
-def apply(func, record: TuningRecord):
+def apply(func: PrimFunc, record: TuningRecord) -> PrimFunc | None:
     """``func`` scheduled by the record's trace (same global symbol), or None if the trace
     no longer applies (a different TVM)."""
     import tvm

@@ -6,8 +6,13 @@ computing it in float32 and rounding back gives the same result as ONNX's refere
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def widen_float16_mod(module):
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
+
+
+def widen_float16_mod(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax
 

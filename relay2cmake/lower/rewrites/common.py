@@ -3,8 +3,14 @@ about Relax expressions the rewrites share."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def rewrite_functions(module, mutator):
+if TYPE_CHECKING:
+    from tvm import relax
+    from tvm.ir import IRModule
+
+
+def rewrite_functions(module: IRModule, mutator: relax.PyExprMutator) -> IRModule:
     """``module`` with each Relax function passed through ``mutator`` (constructed on
     ``module``); PrimFuncs the mutator emitted with ``call_te`` are part of the result."""
     from tvm import relax
@@ -15,7 +21,7 @@ def rewrite_functions(module, mutator):
     return mutator.builder_.get()
 
 
-def static_shape(expr) -> list[int] | None:
+def static_shape(expr: relax.Expr) -> list[int] | None:
     """The expression's shape when every dimension is a constant, else None."""
     values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
     if values is None or not all(hasattr(d, "value") for d in values):
@@ -23,7 +29,7 @@ def static_shape(expr) -> list[int] | None:
     return [int(d.value) for d in values]
 
 
-def constant_or_self(mutator, expr):
+def constant_or_self(mutator: relax.PyExprMutator, expr: relax.Expr) -> relax.Expr:
     """What a dataflow variable is bound to (a folded transpose's constant, or the call that
     computed it, as the mutator saw or emitted it), or ``expr`` itself."""
     from tvm import relax

@@ -7,10 +7,15 @@ nothing else of the graph is evaluated.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from relay2cmake.lower.rewrites.common import rewrite_functions
 
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
-def fold_constant_transposes(module):
+
+def fold_constant_transposes(module: IRModule) -> IRModule:
     """``permute_dims(constant)`` → the transposed constant."""
     import numpy as np
     import tvm

@@ -10,6 +10,11 @@ plan as unsupported.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
+
 
 def _static_tensor(sinfo) -> bool:
     from tvm import relax
@@ -31,7 +36,7 @@ def _same_static_result(a, b) -> bool:
     return [int(d) for d in a.shape.values] == [int(d) for d in b.shape.values]
 
 
-def if_to_select(module):
+def if_to_select(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax
 

@@ -17,11 +17,16 @@ convolution keeps TVM's NHWC legalization.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from relay2cmake.errors import describe
 from relay2cmake.lower.rewrites import winograd
 from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
 from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous weight block
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 # Block names the schedules dispatch on (TVM's own NHWC convolution is "conv2d_nhwc").
 CONV_BLOCK = "r2c_conv2d_nhwc"
@@ -203,7 +208,7 @@ def _convert_layout_around(module, hidden: frozenset[str]):
     return rewrite_functions(converted, _Restore(converted))
 
 
-def channels_last_layout(module) -> tuple[object, list[str]]:
+def channels_last_layout(module: IRModule) -> tuple[IRModule, list[str]]:
     """Layout conversion, declined for the fewest operators when it fails on some: first each
     operator kind alone is kept in its original layout (converted back just before it), then
     every operator but the convolutions. Returns the module and one line per decline."""
@@ -224,7 +229,9 @@ def channels_last_layout(module) -> tuple[object, list[str]]:
     raise RuntimeError(f"layout conversion failed ({failure}), even around every other operator")
 
 
-def convolutions_channels_last(module, winograd_3x3: bool = True, fallbacks: list[str] | None = None):
+def convolutions_channels_last(
+    module: IRModule, winograd_3x3: bool = True, fallbacks: list[str] | None = None
+) -> IRModule:
     """The rewrite; lines for operators layout conversion could not pass go to ``fallbacks``."""
     import tvm
     from tvm import relax

@@ -15,10 +15,15 @@ the transformer block's softmax run at 1.3 GFLOPS.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from relay2cmake.lower.rewrites.common import rewrite_functions
 
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
-def vectorizable_math(module):
+
+def vectorizable_math(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax, topi
 

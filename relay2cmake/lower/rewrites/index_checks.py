@@ -14,12 +14,16 @@ Constant indices are checked here, at generation time, and wrapped in place.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from relay2cmake.builtins import CHECK_INDICES, INPUT_MARK
 from relay2cmake.errors import ModelError
 from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 # Relax operator → the name a user knows it by (ONNX's, which PyTorch's indexing maps to).
 _OPERATORS = {
@@ -84,7 +88,7 @@ def _wrapped_constant(operator: str, values: np.ndarray, bounds: list[int]) -> n
     return wrapped.reshape(values.shape).astype(values.dtype)
 
 
-def check_indices(module):
+def check_indices(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax
 

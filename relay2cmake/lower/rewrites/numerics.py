@@ -24,8 +24,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 # Reductions over at least this many elements per output accumulate in float64. Below it a
 # float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.
@@ -37,7 +41,7 @@ def _is_float(expr) -> bool:
     return str(expr.ty).startswith(("float", "bfloat"))
 
 
-def nan_propagating(prims):
+def nan_propagating(prims: IRModule) -> IRModule:
     """``prims`` (a module of PrimFuncs) with every float max/min propagating NaN. Operands
     that are not plain loads or constants are bound once (``Let``): a select reads ``a``
     twice, and nested clamps (GridSample's reflection) would grow exponentially."""
@@ -70,7 +74,7 @@ def nan_propagating(prims):
     )
 
 
-def infinite_reduction_identities(prims):
+def infinite_reduction_identities(prims: IRModule) -> IRModule:
     """``prims`` with float max/min reduction blocks initialised to -inf/+inf instead of
     -FLT_MAX/+FLT_MAX (TVM's identities). Only a block whose update is ``acc = max(acc, v)``
     (or min) of the buffer its init writes is changed."""
@@ -103,7 +107,7 @@ def infinite_reduction_identities(prims):
     return tvm_ffi.structural_map(prims, [(s_tir.SBlock, fix_block)])
 
 
-def onnx_numerics(module):
+def onnx_numerics(module: IRModule) -> IRModule:
     """Relax rewrite: Sign keeps NaN, ArgMax/ArgMin pick it, empty axes reduce to their
     identity, long float32 Sum and Mean accumulate in float64."""
     import numpy as np

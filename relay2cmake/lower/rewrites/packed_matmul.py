@@ -16,7 +16,12 @@ kernel never reads. Everything else keeps TVM's legalization.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON vectors
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
@@ -48,7 +53,7 @@ def _qualifies(call, data_shape, weight) -> bool:
     )
 
 
-def pack_matmul_weights(module):
+def pack_matmul_weights(module: IRModule) -> IRModule:
     import numpy as np
     import tvm
     from tvm import relax

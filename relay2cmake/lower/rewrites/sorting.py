@@ -11,10 +11,14 @@ topk, sort and argsort all import as these three Relax operators).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from relay2cmake.builtins import SORT
 from relay2cmake.errors import ModelError
 from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 _OPERATORS = {"relax.topk": "TopK", "relax.sort": "Sort", "relax.argsort": "ArgSort"}
 
@@ -25,7 +29,7 @@ def _normal_axis(operator: str, axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def sort_builtins(module):
+def sort_builtins(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax
 

@@ -25,9 +25,15 @@ Channels-last layout throughout: V is [4, 4, tiles, C], M is [4, 4, tiles, K], w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, SupportsInt
+
 import numpy as np
 
 from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous block of U
+
+if TYPE_CHECKING:
+    from tvm import relax, te
 
 OUTPUT_TILE = 2  # m: outputs per tile side
 PATCH = OUTPUT_TILE + 2  # alpha: input patch (and transformed tile) side
@@ -52,7 +58,9 @@ OUTPUT_BLOCK = "r2c_winograd_output"
 OPAQUE, OUT_ELEMWISE_FUSABLE = 8, 4
 
 
-def qualifies(kernel: list[int], strides, dilation, out_shape: list[int]) -> bool:
+def qualifies(
+    kernel: list[int], strides: Sequence[SupportsInt], dilation: Sequence[SupportsInt], out_shape: list[int]
+) -> bool:
     """For a regular (groups 1) channels-last conv with a constant weight of HWIO shape
     ``kernel`` and an NHWC output of ``out_shape``: 3x3, stride 1, no dilation, enough input
     channels and tiles, and not too big a transformed image."""
@@ -102,7 +110,7 @@ def _combination(matrix: np.ndarray, index, values) -> object:
     return chosen
 
 
-def input_transform(data, padding):
+def input_transform(data: te.Tensor, padding: Sequence[int]) -> te.Tensor:
     """V[a, b, t, c] = (Bt d Bt^T)[a, b] for the 4x4 patch d of tile t (channels last)."""
     from tvm import te, topi
 
@@ -124,7 +132,7 @@ def input_transform(data, padding):
     return te.compute((PATCH, PATCH, batch * rows * cols, channels), element, name=INPUT_BLOCK)
 
 
-def product(transformed, packed_filter, channels: int):
+def product(transformed: te.Tensor, packed_filter: te.Tensor, channels: int) -> te.Tensor:
     """M[a, b, t, k] = sum_c V[a, b, t, c] U[a, b, c, k]: 16 matmuls."""
     from tvm import te
 
@@ -139,7 +147,7 @@ def product(transformed, packed_filter, channels: int):
     )
 
 
-def output_transform(products, batch: int, height: int, width: int):
+def output_transform(products: te.Tensor, batch: int, height: int, width: int) -> te.Tensor:
     """Y[n, y, x, k] = (At M At^T)[y % 2, x % 2] of the tile holding (y, x)."""
     from tvm import te
 
@@ -157,7 +165,13 @@ def output_transform(products, batch: int, height: int, width: int):
     return te.compute((batch, height, width, channels), element, name=OUTPUT_BLOCK)
 
 
-def convolution(builder, data, hwio: np.ndarray, padding, out_shape):
+def convolution(
+    builder: relax.BlockBuilder,
+    data: relax.Expr,
+    hwio: np.ndarray,
+    padding: Sequence[SupportsInt],
+    out_shape: Sequence[SupportsInt],
+) -> relax.Expr:
     """Emits the three kernels of ``conv2d(data, hwio)`` (NHWC/HWIO, 3x3, stride 1) with
     ``builder`` and returns the output transform's call."""
     from tvm import relax
