@@ -350,3 +350,29 @@ def test_an_interrupted_build_command_stops_everything_it_started(tmp_path):
     status = Path(f"/proc/{child}/status")
     gone = not status.exists() or "State:\tZ" in status.read_text()  # dead (maybe not yet reaped)
     assert gone, f"the command's child {child} still runs"
+
+
+def test_every_public_function_is_annotated():
+    """Public functions (and methods of public classes) say what they take and return; mypy
+    (make lint) checks the annotations."""
+    import ast
+
+    missing = []
+
+    def visit(node, public_scope: bool, path: Path) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if public_scope and (not child.name.startswith("_") or child.name == "__init__"):
+                    arguments = child.args.posonlyargs + child.args.args + child.args.kwonlyargs
+                    arguments += [a for a in (child.args.vararg, child.args.kwarg) if a is not None]
+                    bare = [a.arg for a in arguments if a.annotation is None and a.arg not in ("self", "cls")]
+                    if bare or (child.returns is None and child.name != "__init__"):
+                        missing.append(f"{path}:{child.lineno} {child.name}({', '.join(bare)})")
+                visit(child, False, path)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, public_scope and not child.name.startswith("_"), path)
+
+    package = Path(__file__).resolve().parent.parent / "relay2cmake"
+    for path in sorted(package.rglob("*.py")):
+        visit(ast.parse(path.read_text()), True, path.relative_to(package))
+    assert not missing, "\n".join(missing)
