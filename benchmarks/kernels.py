@@ -114,21 +114,15 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
     """Every kernel of the model, scheduled for ``target_spec`` (a gen --target) as gen does,
     built and timed alone on one thread; slowest in total first."""
     import tvm
-    from tvm import relax
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lower.pipeline import rewrite_relax
-    from relay2cmake.lower.schedules import ScheduleOptions, schedule_module
+    from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]
     imported = import_model(model_path, {})
-    c_target = tvm.target.Target("c")
-    with c_target:
-        lowered = relax.backend.cpu_generic.get_default_pipeline(c_target)(rewrite_relax(imported.module)[0])
+    lowered, scheduled, names = scheduled_kernels(imported.module, target, parallel=False)
     calls = _calls(lowered["main"])
-    prims = tvm.IRModule({gv: lowered[gv] for gv in lowered.get_global_vars() if gv.name_hint in calls})
-    scheduled, names = schedule_module(prims, ScheduleOptions.for_objects(target, parallel=False))
     device = tvm.cpu()
     rows = []
     for gv in scheduled.get_global_vars():
@@ -138,7 +132,7 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
         seconds = float(np.median(evaluator(*_arguments(func, device)).results))
         name = gv.name_hint
         operands = sum(math.prod(int(d) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
-        rows.append(KernelTime(name, calls[name], seconds, _flops(prims[name]), operands, name in names))
+        rows.append(KernelTime(name, calls[name], seconds, _flops(scheduled[name]), operands, name in names))
     return sorted(rows, key=lambda row: row.total, reverse=True)
 
 

@@ -114,9 +114,8 @@ VM_SCRIPT = r"""
 import json, sys, numpy as np, tvm
 from pathlib import Path
 from tvm import relax
-from relay2cmake.lower import pipeline as lowering
 from relay2cmake.frontends import import_model
-from relay2cmake.lower.schedules import ScheduleOptions, schedule_module
+from relay2cmake.lower.pipeline import scheduled_kernels
 from relay2cmake.targets import host_runs_wide, parse_targets
 
 model, input_path, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -125,13 +124,7 @@ if target.wide_variant() is not None and host_runs_wide():
     target = target.wide_variant()  # the set the package runs on this machine
 imported = import_model(model, {}, None)
 tvm_target = target.tvm_target()
-with tvm_target:
-    rewritten = lowering.rewrite_relax(imported.module)[0]
-    low = relax.backend.cpu_generic.get_default_pipeline(tvm_target)(rewritten)
-prims = tvm.IRModule({gv: f for gv, f in low.functions.items() if isinstance(f, tvm.tirx.PrimFunc)})
-scheduled, _ = schedule_module(prims, ScheduleOptions.for_objects(target))
-for gv, f in scheduled.functions.items():
-    low[gv] = f
+low, _, _ = scheduled_kernels(imported.module, target)  # the kernels gen schedules
 executable = tvm.compile(low, target=tvm_target, relax_pipeline=tvm.transform.Sequential([]))
 vm = relax.VirtualMachine(executable, tvm.cpu())
 x = tvm.runtime.tensor(np.load(input_path))

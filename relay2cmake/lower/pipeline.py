@@ -381,50 +381,74 @@ def _pipeline(module):
         return relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
 
 
-def lowered_kernels(
-    module: IRModule, prefix: str, winograd: bool = True, optimise: bool = True
-) -> tuple[relax.Function, IRModule, tuple[str, ...]]:
-    """The Relax rewrites and TVM's CPU pipeline: the lowered ``main``, the PrimFuncs it
-    calls with global symbols ``<prefix>_<name>``, and the optimisations declined. When the
-    pipeline fails after the optional rewrites, each is declined in turn (then all of them)
-    until it succeeds; ``optimise=False`` declines them all from the start."""
-    import tvm
-
+def lowered_module(
+    module: IRModule, winograd: bool = True, optimise: bool = True
+) -> tuple[IRModule, tuple[str, ...]]:
+    """The Relax rewrites and TVM's CPU pipeline: the lowered module (``main`` and its
+    PrimFuncs) and the optimisations declined. When the pipeline fails after the optional
+    rewrites, each is declined in turn (then all of them) until it succeeds;
+    ``optimise=False`` declines them all from the start."""
     _register_c_intrinsics()
     names = [WINOGRAD] + [r.name for r in relax_rewrites(winograd) if r.optional]
     declined = frozenset() if optimise else frozenset(names)
     rewritten, applied, fallbacks = rewrite_relax(module, winograd, declined)
     try:
-        lowered = _pipeline(rewritten)
+        return _pipeline(rewritten), tuple(fallbacks)
     except Exception as exc:
         first_failure = exc
-        lowered = None
-        attempts = [frozenset({name}) for name in applied] + (
-            [frozenset(applied)] if len(applied) > 1 else []
+    attempts = [frozenset({name}) for name in applied] + ([frozenset(applied)] if len(applied) > 1 else [])
+    for extra in attempts:
+        try:
+            retry, _, more = rewrite_relax(module, winograd, declined | extra)
+            lowered = _pipeline(retry)
+        except Exception:
+            continue
+        # The retry's own declines replace the first attempt's (the same rewrites raise again).
+        return lowered, tuple(more) + tuple(
+            f"{name}: declined for the whole model, TVM's pipeline failed after it ({_reason(first_failure)})"
+            for name in sorted(extra)
         )
-        for extra in attempts:
-            try:
-                retry, _, more = rewrite_relax(module, winograd, declined | extra)
-                lowered = _pipeline(retry)
-            except Exception:
-                continue
-            # The retry's own declines replace the first attempt's (the same rewrites raise again).
-            fallbacks = more + [
-                f"{name}: declined for the whole model, TVM's pipeline failed after it "
-                f"({_reason(first_failure)})"
-                for name in sorted(extra)
-            ]
-            break
-        if lowered is None:
-            raise ModelError(f"TVM could not lower this model: {_reason(first_failure)}") from None
-    main = lowered["main"]
-    called = _called_prim_funcs(main, lowered)
+    raise ModelError(f"TVM could not lower this model: {_reason(first_failure)}") from None
+
+
+def _kernels_of(lowered: IRModule) -> IRModule:
+    """The PrimFuncs ``main`` calls, with the numerics every kernel set shares."""
+    import tvm
+
+    called = _called_prim_funcs(lowered["main"], lowered)
+    return infinite_reduction_identities(tvm.IRModule({gv: lowered[gv] for gv in called}))
+
+
+def lowered_kernels(
+    module: IRModule, prefix: str, winograd: bool = True, optimise: bool = True
+) -> tuple[relax.Function, IRModule, tuple[str, ...]]:
+    """``lowered_module``'s ``main``, the PrimFuncs it calls with global symbols
+    ``<prefix>_<name>``, and the optimisations declined."""
+    import tvm
+
+    lowered, fallbacks = lowered_module(module, winograd, optimise)
+    kernels = _kernels_of(lowered)
     prims = tvm.IRModule(
-        {gv: lowered[gv].with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv in called}
+        {gv: f.with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in kernels.functions.items()}
     )
-    prims = infinite_reduction_identities(prims)
     _check_printable_names(prims)
-    return main, prims, tuple(fallbacks)
+    return lowered["main"], prims, fallbacks
+
+
+def scheduled_kernels(
+    module: IRModule, target: KernelTarget, parallel: bool = True
+) -> tuple[IRModule, IRModule, tuple[str, ...]]:
+    """For benchmarks and tools: the kernels gen builds for the object set ``target``, with
+    the default schedules (no tuning database). Returns the lowered module with its kernels
+    replaced by the scheduled ones (TVM's VM runs it as is), the scheduled kernels alone, and
+    the names of those a schedule applied to."""
+    lowered, _ = lowered_module(module)
+    kernels, names = schedule_module(
+        _kernels_of(lowered), ScheduleOptions.for_objects(target, parallel=parallel)
+    )
+    for gv, func in kernels.functions.items():
+        lowered[gv] = func
+    return lowered, kernels, tuple(names)
 
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
