@@ -41,7 +41,10 @@ def _undefined_symbols(library) -> set[str]:
 
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) is needed")
-@pytest.mark.parametrize("model", ["cnn", "mlp", "multi_io"])
+@pytest.mark.parametrize(
+    "model",
+    ["cnn", pytest.param("mlp", marks=pytest.mark.slow), pytest.param("multi_io", marks=pytest.mark.slow)],
+)
 def test_static_library_needs_only_libc_and_libm(model, built):
     package = built(model)
     library = package.install / "lib" / f"lib{package.prefix}.a"
