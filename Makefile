@@ -21,7 +21,7 @@ test: $(VENV)/.installed-test system-deps
 
 # The quick loop while editing: naming, planning, arenas, weights, the import graph (seconds).
 test-unit: $(VENV)/.installed-test
-	$(BIN)/python -m pytest tests/test_units.py -q
+	$(BIN)/python -m pytest tests/unit/test_units.py -q
 
 test-all: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)
@@ -30,8 +30,8 @@ test-all: $(VENV)/.installed-test system-deps
 # and on random tensor names, the package's .npy reader on mutated files and its kernels on
 # random indices (both under ASan + UBSan).
 fuzz: $(VENV)/.installed-test
-	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -s tests/test_fuzz.py
-	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest tests/test_hostile_data.py tests/test_hostile_names.py -k fuzz
+	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -s tests/cli/test_fuzz.py
+	R2C_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest tests/e2e/test_hostile_data.py tests/e2e/test_hostile_names.py -k fuzz
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check relay2cmake tests tools benchmarks

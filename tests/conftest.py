@@ -6,7 +6,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "support"))  # model_zoo, packaging_helpers
 
 import model_zoo
 from packaging_helpers import BuiltPackage, build_package

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import model_zoo  # noqa: E402
 from packaging_helpers import (  # noqa: E402

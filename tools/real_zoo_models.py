@@ -709,7 +709,7 @@ ENTRIES: list[Entry] = [
     *_entries("unet", "onnx11", "pt2"),
     *_entries("ssdlite320", "onnx11", "dynamo"),
     # Not in the CI slice (2+ minutes there); TopK and NonMaxSuppression are checked against
-    # ONNX Runtime in tests/test_sorting.py and under the sanitizers (data_dependent).
+    # ONNX Runtime in tests/e2e/test_sorting.py and under the sanitizers (data_dependent).
     *_entries("ssd_topk_nms", "onnx11", "dynamo"),
     *_entries("distilbert", "onnx14", "pt2"),  # SDPA exports from opset 14
     *_entries("t5_encoder", "onnx17"),

@@ -5,8 +5,6 @@ compared with ONNX Runtime in test_scheduled_kernels.py."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 from packaging_helpers import call_kernel
@@ -84,26 +82,3 @@ def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
     # ResNet-50's biggest (3.2 MB transformed) qualifies; a VGG layer (51 MB) does not.
     assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 56, 56, 64])
     assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 224, 224, 64])
-
-
-def test_gen_no_winograd_keeps_3x3_convs_direct_and_weights_smaller(tmp_path):
-    """`gen --no-winograd` (for flash-limited targets): no Winograd kernels, and the weights
-    shrink by the transformed filters' extra 7/16."""
-    import json
-
-    import onnx
-    from model_zoo import conv_family
-    from packaging_helpers import relay2cmake
-
-    model = tmp_path / "convs.onnx"
-    onnx.save(conv_family(), str(model))
-    found = {}
-    for flags in ([], ["--no-winograd"]):
-        out = tmp_path / ("direct" if flags else "winograd")
-        printed = relay2cmake("--quiet", "gen", str(model), "-o", str(out), "--target", "c", *flags).stdout
-        kernels = json.loads((out / "metadata.json").read_text())["kernels"]
-        weights = int(re.search(r"weights (\d+) B", printed).group(1))
-        found[bool(flags)] = (sum("winograd" in k for k in kernels), weights)
-    (winograd_kernels, winograd_weights), (direct_kernels, direct_weights) = found[False], found[True]
-    assert winograd_kernels > 0 and direct_kernels == 0
-    assert direct_weights < winograd_weights

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "large_weights.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "large_weights.py"
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Mutated model bytes never make `relay2cmake gen` crash or print a traceback: every outcome
 is a package (exit 0) or one clear error (exit 1), and a refused model writes nothing.
 
-CI runs a few dozen mutations; `R2C_FUZZ_EXAMPLES=1000 pytest tests/test_fuzz.py` (or
+CI runs a few dozen mutations; `R2C_FUZZ_EXAMPLES=1000 pytest tests/cli/test_fuzz.py` (or
 `make fuzz`) runs a long campaign.
 """
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE_APPS = REPO / "sample_apps"
 WARNINGS = "-Wall -Wextra -Werror"
 

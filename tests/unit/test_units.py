@@ -372,7 +372,7 @@ def test_every_public_function_is_annotated():
             elif isinstance(child, ast.ClassDef):
                 visit(child, public_scope and not child.name.startswith("_"), path)
 
-    package = Path(__file__).resolve().parent.parent / "relay2cmake"
+    package = Path(__file__).resolve().parents[2] / "relay2cmake"
     for path in sorted(package.rglob("*.py")):
         visit(ast.parse(path.read_text()), True, path.relative_to(package))
     assert not missing, "\n".join(missing)

@@ -1,7 +1,8 @@
 """Golden-directory tests: the whole generated tree of two tiny models is checked in.
 
 A change to templates, planning or TVM's output shows up here as a readable diff.
-Refresh after an intended change with:  UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden_trees.py
+Refresh after an intended change with:
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/golden/test_golden_trees.py
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from model_zoo import GEN_ARGS, package_name
 from packaging_helpers import relay2cmake
 
-GOLDEN = Path(__file__).parent / "golden_trees"
+GOLDEN = Path(__file__).parent / "trees"
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -57,9 +58,8 @@ def test_generated_tree_matches_golden(model, zoo_dir, tmp_path):
             pytest.fail("\n".join(list(diff)[:80]))
 
 
-STATIC_SOURCES = sorted(
-    p for p in (Path(__file__).parent.parent / "cmake_templates").rglob("*") if p.suffix in (".c", ".h")
-)
+TEMPLATES = Path(__file__).resolve().parents[2] / "cmake_templates"
+STATIC_SOURCES = sorted(p for p in TEMPLATES.rglob("*") if p.suffix in (".c", ".h"))
 
 
 def test_the_static_runtime_is_plain_c_that_compiles_on_its_own(tmp_path):
