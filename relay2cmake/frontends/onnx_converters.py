@@ -38,10 +38,14 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
 )
 
 from relay2cmake.frontends import onnx_bounded
+from relay2cmake.relax_shapes import static_dims
 
 
-def _static_shape(expr) -> list[int]:
-    return [int(d.value) for d in expr.ty.shape.values]
+def _static_shape(expr: relax.Expr) -> list[int]:
+    dims = static_dims(expr.ty)
+    if dims is None:
+        raise ValueError(f"a static shape is needed here, not {expr.ty}")
+    return dims
 
 
 def _activation(name: bytes | str, alpha: float | None, beta: float | None):

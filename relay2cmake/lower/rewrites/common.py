@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from relay2cmake.relax_shapes import static_dims
+
 if TYPE_CHECKING:
     from tvm import relax
     from tvm.ir import IRModule
@@ -23,10 +25,7 @@ def rewrite_functions(module: IRModule, mutator: relax.PyExprMutator) -> IRModul
 
 def static_shape(expr: relax.Expr) -> list[int] | None:
     """The expression's shape when every dimension is a constant, else None."""
-    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
-    if values is None or not all(hasattr(d, "value") for d in values):
-        return None
-    return [int(d.value) for d in values]
+    return static_dims(getattr(expr, "ty", None))
 
 
 def constant_or_self(mutator: relax.PyExprMutator, expr: relax.Expr) -> relax.Expr:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from relay2cmake.relax_shapes import static_dims
+
 if TYPE_CHECKING:
     from tvm.ir import IRModule
 
@@ -19,9 +21,7 @@ if TYPE_CHECKING:
 def _static_tensor(sinfo) -> bool:
     from tvm import relax
 
-    if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
-        return False
-    return all(hasattr(d, "value") for d in getattr(sinfo.shape, "values", [None]))
+    return isinstance(sinfo, relax.TensorType) and static_dims(sinfo) is not None
 
 
 def _same_static_result(a, b) -> bool:
