@@ -105,3 +105,37 @@ def test_depthwise_reads_the_padding_inline(stride):
         for rx in range(3)
     )
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "tanh"])
+def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
+    """The fast-math rewrite's sigmoid (1 / (1 + fast_exp(-x))) and tanh (topi.fast_tanh):
+    within 2e-6 absolute and 1e-5 relative (where the value is not tiny) of float64 over
+    [-30, 30], exact at +-inf, NaN for NaN; built for the x86 set, the kernel's machine code
+    calls no scalar expf/tanhf (LLVM turns a vector llvm.exp into one call per lane)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    x = np.concatenate([np.linspace(-30, 30, 4093), [np.inf, -np.inf, np.nan]]).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(getattr(relax.op, op)(data))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    lowered, kernels, _ = scheduled_kernels(bb.get(), target)
+    assembly = tvm.tirx.build(kernels, target=target.tvm_target()).inspect_source("s")
+    assert not re.search(r"call\w*\s+(expf|tanhf)\b", assembly), "a scalar libm call is left"
+    executable = tvm.compile(lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([]))
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    exact = {"sigmoid": lambda v: 1 / (1 + np.exp(-v)), "tanh": np.tanh}[op](x.astype("float64"))
+    finite = np.isfinite(x)
+    error = np.abs(got[finite] - exact[finite])
+    assert error.max() <= 2e-6, error.max()
+    large = np.abs(exact[finite]) > 1e-3
+    assert (error[large] / np.abs(exact[finite][large])).max() <= 1e-5
+    assert np.array_equal(got[~finite][:2], exact[~finite][:2]) and np.isnan(got[-1])

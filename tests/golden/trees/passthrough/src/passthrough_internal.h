@@ -57,8 +57,11 @@ struct passthrough_pool {
   pthread_cond_t wake;
   pthread_t handles[PASSTHROUGH_MAX_THREADS];
   passthrough_worker workers[PASSTHROUGH_MAX_THREADS];
-  unsigned long generation;  /* bumped for every parallel loop */
-  int pending;               /* workers still running the current loop */
+  unsigned long generation;  /* +2 per parallel loop; odd while the next one is set up */
+  int next_task;             /* the next task of the current loop to claim */
+  int tasks_done;            /* tasks of the current loop finished */
+  int inside;                /* workers claiming tasks of the current loop */
+  int sleepers;              /* workers waiting on the condition variable */
   int stop;
   int status;
   FTVMParallelLambda lambda;
