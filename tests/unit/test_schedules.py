@@ -139,3 +139,46 @@ def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     large = np.abs(exact[finite]) > 1e-3
     assert (error[large] / np.abs(exact[finite][large])).max() <= 1e-5
     assert np.array_equal(got[~finite][:2], exact[~finite][:2]) and np.isnan(got[-1])
+
+
+def _aligned(count: int, fill: float) -> np.ndarray:
+    raw = np.full(count + 16, fill, dtype="float32")
+    offset = (-raw.ctypes.data % 64) // 4
+    return raw[offset : offset + count]
+
+
+@pytest.mark.parametrize(("rows", "depth", "columns"), [(128, 128, 50257), (3, 64, 1001), (1, 32, 37)])
+def test_matmul_with_columns_no_vector_divides_is_vectorized_and_stays_in_bounds(rows, depth, columns):
+    """Packed matmuls whose N not even 4 divides (GPT-2's LM head) compute padded register
+    tiles and store only the first N columns: the numbers match NumPy, and the floats right
+    after the output (a sentinel) are untouched."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, depth)).astype("float32")
+    w = rng.standard_normal((depth, columns)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    assert scheduled, "the matmul was left unscheduled"
+    (func,) = kernels.functions.values()
+    assert "T.vectorized" in func.script()
+    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    buffer = _aligned(rows * columns + 64, 12345.0)
+    output = buffer[: rows * columns].reshape(rows, columns)
+    constant = [p for p in func.params][1]  # the packed weights, as the kernel reads them
+    packed = np.zeros([int(d) for d in constant.shape], dtype="float32")
+    padded = np.pad(w, [(0, 0), (0, packed.shape[0] * packed.shape[2] - columns)])
+    packed[...] = padded.reshape(depth, packed.shape[0], packed.shape[2]).transpose(1, 0, 2)
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+    np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[rows * columns :] == 12345.0), "the kernel wrote past its output"

@@ -16,6 +16,9 @@ Sigmoid (SiLU's and squeeze-excite's core) becomes ``1 / (1 + fast_exp(-x))`` as
 arithmetic, so that it still fuses into the convolution's epilogue; tanh becomes
 ``topi.fast_tanh`` (Eigen's rational approximation, clamped to [-9, 9] where tanh is +-1 in
 float32). EfficientNet-B0 spent 34% of its time in scalar ``expf`` calls from SiLU.
+
+``pow(x, 2)`` and ``pow(x, 3)`` with a constant exponent (GPT-2's GELU: x + 0.044715 x^3)
+become multiplications: ``powf`` is scalar too, and the products are exact to a rounding.
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ def vectorizable_math(module: IRModule) -> IRModule:
     softmax = tvm.ir.Op.get("relax.nn.softmax")
     sigmoid = tvm.ir.Op.get("relax.sigmoid")
     tanh = tvm.ir.Op.get("relax.tanh")
+    power = tvm.ir.Op.get("relax.power")
+
+    def small_integer_exponent(expr) -> int | None:
+        if not isinstance(expr, tvm.ir.GenericConst) or expr.value.numpy().size != 1:
+            return None
+        value = float(expr.value.numpy().reshape(()))
+        return int(value) if value in (2.0, 3.0) else None
 
     @relax.expr_functor.mutator
     class _FastMath(relax.PyExprMutator):
@@ -54,6 +64,10 @@ def vectorizable_math(module: IRModule) -> IRModule:
                     self.builder_.call_te(topi.fast_exp, negated, primfunc_name_hint="exp")
                 )
                 return relax.op.divide(one, self.builder_.emit(relax.op.add(one, exp)))
+            if call.op == power and (exponent := small_integer_exponent(call.args[1])) is not None:
+                x = call.args[0]
+                square = relax.op.multiply(x, x)
+                return square if exponent == 2 else relax.op.multiply(self.builder_.emit(square), x)
             if call.op == softmax:
                 return self.builder_.call_te(
                     topi.nn.fast_softmax, call.args[0], int(call.attrs.axis), primfunc_name_hint="softmax"
