@@ -147,7 +147,12 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     width = _vector_width(n_extent, options)
     # Columns: 2 register widths, 8 for M = 1 (a GEMV has no rows to reuse weights across).
     cols = width * _divisor(n_extent // width, lanes * (8 if m_extent == 1 else 2) // width)
-    rows = _divisor(m_extent, min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols)))
+    preferred_rows = min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols))
+    rows = _divisor(m_extent, preferred_rows)
+    if width > 1 and rows < preferred_rows // 2 and m_extent > preferred_rows:
+        # An M that few row counts divide (ViT's 197 tokens) would leave one row per tile,
+        # each block of B read once per row: full tiles and a predicated last one instead.
+        rows = preferred_rows
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
     vector = width if width > 1 else cols  # scalar: the columns stay one plain loop

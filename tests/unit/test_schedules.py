@@ -147,11 +147,15 @@ def _aligned(count: int, fill: float) -> np.ndarray:
     return raw[offset : offset + count]
 
 
-@pytest.mark.parametrize(("rows", "depth", "columns"), [(128, 128, 50257), (3, 64, 1001), (1, 32, 37)])
-def test_matmul_with_columns_no_vector_divides_is_vectorized_and_stays_in_bounds(rows, depth, columns):
+AWKWARD_EXTENTS = [(128, 128, 50257), (3, 64, 1001), (1, 32, 37), (197, 192, 576), (5, 16, 64)]
+
+
+@pytest.mark.parametrize(("rows", "depth", "columns"), AWKWARD_EXTENTS)
+def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, depth, columns):
     """Packed matmuls whose N not even 4 divides (GPT-2's LM head) compute padded register
-    tiles and store only the first N columns: the numbers match NumPy, and the floats right
-    after the output (a sentinel) are untouched."""
+    tiles and store only the first N columns; an M that few row counts divide (ViT's 197
+    tokens) gets full row tiles and a predicated last one. The numbers match NumPy, and the
+    floats right after the output (a sentinel) are untouched."""
     import tvm
     from tvm import relax
 
