@@ -103,8 +103,8 @@ def _fold_epilogue(sch, block):
     producers = {sch.get(p).name_hint for p in sch.get_producers(block)}
     for candidate in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(candidate).name_hint
-        if name == sch.get(block).name_hint or name in producers:
-            continue
+        if name == sch.get(block).name_hint or name in producers or name == COLUMNS_BLOCK:
+            continue  # the column cut must reach the write-back only after the tiling
         try:
             sch.compute_inline(candidate)
         except Exception:  # the function's output block, or not elementwise: stays
@@ -129,8 +129,17 @@ def _fold_column_cut(sch, write_back) -> None:
     becomes a predicate on the store. (Inlined before ``reverse_compute_at``, the predicate
     was lost and the tile wrote past the output.)"""
     consumers = sch.get_consumers(write_back)
-    if len(consumers) == 1 and sch.get(consumers[0]).name_hint == COLUMNS_BLOCK:
-        sch.reverse_compute_inline(consumers[0])
+    if len(consumers) != 1 or sch.get(consumers[0]).name_hint != COLUMNS_BLOCK:
+        return
+    sch.reverse_compute_inline(consumers[0])
+    while True:  # the fused epilogue after the cut, now under the same predicate
+        consumers = sch.get_consumers(write_back)
+        if len(consumers) != 1:
+            return
+        try:
+            sch.reverse_compute_inline(consumers[0])
+        except Exception:  # not elementwise: it stays a stage of its own
+            return
 
 
 # Bytes of B beyond which it is not expected to stay in a core's caches, and of A within
@@ -149,9 +158,12 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     cols = width * _divisor(n_extent // width, lanes * (8 if m_extent == 1 else 2) // width)
     preferred_rows = min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols))
     rows = _divisor(m_extent, preferred_rows)
-    if width > 1 and rows < preferred_rows // 2 and m_extent > preferred_rows:
+    blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    if width > 1 and rows < preferred_rows // 2 and m_extent > preferred_rows and COLUMNS_BLOCK not in blocks:
         # An M that few row counts divide (ViT's 197 tokens) would leave one row per tile,
         # each block of B read once per row: full tiles and a predicated last one instead.
+        # Not with a column cut: inlining the cut into the write-back replaces the rows'
+        # predicate there instead of adding to it (the tile then stores past the last row).
         rows = preferred_rows
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])

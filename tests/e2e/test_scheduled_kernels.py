@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from model_zoo import conv_family, dense_family
+from model_zoo import awkward_family, conv_family, dense_family
 from packaging_helpers import (
     build_package,
     configure_build,
@@ -21,7 +21,11 @@ from packaging_helpers import (
 
 from relay2cmake.targets import host_runs_wide
 
-FAMILIES = {"conv_family": (conv_family, 5), "dense_family": (dense_family, 5)}
+FAMILIES = {
+    "conv_family": (conv_family, 5),
+    "dense_family": (dense_family, 5),
+    "awkward_family": (awkward_family, 2),
+}
 QEMU_X86 = shutil.which("qemu-x86_64")
 HOST_AVX512 = host_runs_wide()  # the same test the package makes: AVX-512 F/BW/DQ/VL
 

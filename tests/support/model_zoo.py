@@ -448,6 +448,33 @@ def conv_family() -> onnx.ModelProto:
     return _model(graph)
 
 
+def awkward_family() -> onnx.ModelProto:
+    """Extents the matmul schedule must handle with predicated tiles, and the vectorized math
+    forms: M = 13 rows (no row count divides it: full tiles and a predicated last one),
+    N = 5003 columns (not even 4 divides it: padded register tiles, only the first N stored)
+    with 1.3 MB of weights (column tiles outermost), then sigmoid, tanh and x^3 (fast_math),
+    and a second matmul back to N = 37."""
+    rng = _rng(13)
+    w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Sigmoid", ["h"], ["s"]),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("Pow", ["t", "three"], ["t3"]),
+        helper.make_node("Add", ["s", "t3"], ["a"]),
+        helper.make_node("MatMul", ["a", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "awkward_family",
+        [_float_info("x", [1, 13, 64])],
+        [_float_info("y", [1, 13, 37])],
+        initializer=[_const("w1", w1), _const("w2", w2), _const("three", np.array(3.0, np.float32))],
+    )
+    return _model(graph)
+
+
 def dense_family() -> onnx.ModelProto:
     """Matmuls and row-wise functions the default schedules target: M = 1 and M = 6 dense
     with bias and relu (packed weights), Gemm with transB (packed after the transpose),

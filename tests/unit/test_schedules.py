@@ -147,7 +147,9 @@ def _aligned(count: int, fill: float) -> np.ndarray:
     return raw[offset : offset + count]
 
 
-AWKWARD_EXTENTS = [(128, 128, 50257), (3, 64, 1001), (1, 32, 37), (197, 192, 576), (5, 16, 64)]
+AWKWARD_EXTENTS = [
+    (128, 128, 50257), (3, 64, 1001), (1, 32, 37), (197, 192, 576), (5, 16, 64), (13, 64, 5003), (13, 64, 37)
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("rows", "depth", "columns"), AWKWARD_EXTENTS)
