@@ -112,15 +112,21 @@ def _fold_epilogue(sch, block):
     # "global" scope: small constant-size buffers become stack arrays (LLVM keeps them in
     # registers); TVM turns "local" ones into workspace calls, even inside parallel loops.
     write_back = sch.cache_write(block, 0, "global")
+    _inline_consumers(sch, write_back)
+    return write_back
+
+
+def _inline_consumers(sch, write_back) -> None:
+    """Fold the chain of single elementwise consumers into the write-back; a padded matmul's
+    column cut stops it (folded in after the tiling: ``_fold_column_cut``)."""
     while True:
         consumers = sch.get_consumers(write_back)
         if len(consumers) != 1 or sch.get(consumers[0]).name_hint == COLUMNS_BLOCK:
-            break  # the padded matmul's column cut is folded in after the tiling: _fold_column_cut
+            return
         try:
             sch.reverse_compute_inline(consumers[0])
         except Exception:  # not elementwise (a reduction, a transpose): leave it a stage
-            break
-    return write_back
+            return
 
 
 def _fold_column_cut(sch, write_back) -> None:
@@ -132,14 +138,7 @@ def _fold_column_cut(sch, write_back) -> None:
     if len(consumers) != 1 or sch.get(consumers[0]).name_hint != COLUMNS_BLOCK:
         return
     sch.reverse_compute_inline(consumers[0])
-    while True:  # the fused epilogue after the cut, now under the same predicate
-        consumers = sch.get_consumers(write_back)
-        if len(consumers) != 1:
-            return
-        try:
-            sch.reverse_compute_inline(consumers[0])
-        except Exception:  # not elementwise: it stays a stage of its own
-            return
+    _inline_consumers(sch, write_back)  # the fused epilogue after the cut, under its predicate
 
 
 # Bytes of B beyond which it is not expected to stay in a core's caches, and of A within
