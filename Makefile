@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-all fuzz lint system-deps
+.PHONY: demo test test-unit test-all fuzz lint bench system-deps
 
 demo: $(VENV)/.installed
 	$(BIN)/relay2cmake demo --out relay2cmake-demo
@@ -38,6 +38,11 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check relay2cmake tests tools benchmarks
 	$(BIN)/mypy
 
+# ONNX Runtime, OpenVINO and the packages on the real-model zoo; writes docs/performance.md
+# (about two hours on 2 cores; --resume keeps the models already measured).
+bench: $(VENV)/.installed-bench system-deps
+	$(BIN)/python benchmarks/run.py --resume --report
+
 system-deps:
 	@bash tools/install_system_deps.sh
 
@@ -52,3 +57,9 @@ $(VENV)/.installed-test: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(VENV)/.installed $@
+
+$(VENV)/.installed-bench: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(VENV)/.installed $(VENV)/.installed-test $@

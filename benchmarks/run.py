@@ -1,55 +1,86 @@
-"""Side-by-side latency: ONNX Runtime, TVM's own VM running our kernels, and our package.
+"""Side-by-side latency on the real-model zoo: ONNX Runtime, OpenVINO and our package.
 
-One command (about 10 minutes on 2 cores): ``python benchmarks/run.py`` writes
-``docs/performance.md``. For each model of ``benchmarks/models.py`` and for 1 and 2 threads
-it measures, in this one run, median latencies of
+    .venv/bin/python benchmarks/run.py [--only MODEL ...] [--modes quiet,busy] [--no-kernels]
+                                       [--resume] [--report]
+
+One ONNX export per model of ``tools/real_zoo_models.py`` (the first the zoo lists; GPT-2's
+``.pt2`` too, with its ONNX export for the runtimes), exported and cached as the zoo does.
+For each: ``relay2cmake gen`` (this checkout, default targets, no self-check), a Release
+build, then at 1 and 2 threads, in rounds that interleave the three:
 
 - ONNX Runtime (CPU provider, all graph optimisations, ``intra_op_num_threads`` = T);
-- TVM's Relax VM on the same lowered module and the same default schedules as our
-  package (so the difference is the driver), ``TVM_NUM_THREADS`` = T;
-- the generated package's ``<name>_cli --bench --threads T`` (default targets: C plus the
-  x86-64-v3 object set and its AVX-512 twin), built Release with the system compiler;
+- OpenVINO (CPU plugin, latency hint, f32 inference precision, ``INFERENCE_NUM_THREADS`` = T);
+- the package's ``<name>_cli --bench --threads T``.
 
-and prints ratios, GFLOPS, % of this machine's measured single-core peak (``peak.c``),
-arena bytes and library size; then times every conv and matmul kernel alone on one thread
-(``kernels.py``) against that peak. Machines here are shared: each latency is the best of three
-medians, and ratios compare measurements of one run.
+Each runtime runs in a process of its own (``runtimes.py``). Modes: *quiet* (as quiet as this
+shared machine gets; best of the rounds' medians) and *busy* (a neighbour process spins on
+the last CPU the whole time; median of the rounds' medians, since the disturbance is the
+point). Then every kernel of the package is timed alone on one thread (``kernels.py``): the
+time outside kernels is the package's 1-thread latency minus their sum.
+
+Each model's figures go to ``build/bench/results/<model>.json`` when it finishes; ``--report``
+(re)writes ``docs/performance.md`` from them. The whole zoo takes about two hours on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import gc
 import json
 import math
+import multiprocessing
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tools"))
 import kernels  # noqa: E402  (the benchmark's own modules, beside this file)
-import models  # noqa: E402
+import real_zoo  # noqa: E402
+from real_zoo_models import ENTRIES, MODELS, Entry  # noqa: E402
+from runtimes import RUNTIMES, Worker  # noqa: E402
 
 PYTHON = sys.executable
-# Each latency is the best of this many medians: other work on the machine only ever adds time.
+OUT = ROOT / "build" / "bench"
 ROUNDS = 3
+THREADS = (1, 2)
+# The seven models the performance issue was filed with: ours / ONNX Runtime at 1 thread as
+# filed, and from the zoo run at its start (commit c81a777, docs/models.md of that day).
+BEFORE = {
+    "resnet18": ("0.70", 1.00),
+    "bert": ("0.60-0.93", 0.76),
+    "mobilenet_v3_small": ("1.51", 1.47),
+    "efficientnet_b0": ("2.94", 2.95),
+    "vit_tiny": ("4.08", 4.07),
+    "gpt2": ("13.9", 12.87),
+    "gpt2-pt2": ("112", 13.61),
+}
 
 
-def _cmake() -> str:
-    local = Path(PYTHON).parent / "cmake"
-    return str(local) if local.exists() else "cmake"
+def bench_entries() -> list[Entry]:
+    """The first plain ONNX export the zoo lists for each model, and GPT-2's .pt2."""
+    chosen: dict[str, Entry] = {}
+    for entry in ENTRIES:
+        if entry.is_onnx and not entry.edit and entry.model not in chosen:
+            chosen[entry.model] = entry
+    extra = [e for e in ENTRIES if e.model == "gpt2" and e.exporter == "pt2"]
+    return [*chosen.values(), *extra]
+
+
+def key(entry: Entry) -> str:
+    return entry.model if entry.is_onnx else f"{entry.model}-{entry.exporter}"
+
+
+# --------------------------------------------------------------------------- measuring
 
 
 def measure_peak(work: Path) -> dict[str, float]:
@@ -69,303 +100,435 @@ def measure_peak(work: Path) -> dict[str, float]:
     return result
 
 
-def _peak_for(kernel_set: str, peak: dict[str, float]) -> float:
-    """The peak for the vectors of the kernel set the package ran ("x86_64:x86-64-v4", ...)."""
-    return peak["native" if kernel_set.endswith("x86-64-v4") else "x86-64-v3"]
+def _spin() -> None:
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    while True:
+        pass
 
 
-def _runs(runs: int, flop: float) -> int:
-    """Timed runs for a model of ``flop``: fewer for big ones; 20x for tiny ones, whose 50
-    runs (1.5 ms for the MLP) one preemption of this shared machine could all fall into."""
-    if flop < 1e7:
-        return runs * 20
-    return runs if flop < 2e9 else max(10, runs // 5)
+class Neighbour:
+    """A process spinning on the last CPU while the block runs (the busy mode)."""
+
+    def __init__(self, busy: bool):
+        self.process = multiprocessing.Process(target=_spin, daemon=True) if busy else None
+
+    def __enter__(self) -> Neighbour:
+        if self.process is not None:
+            self.process.start()
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.join()
 
 
-def _median_ms(fn, warmup: int, runs: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
+def ours_median_ms(cli: Path, inputs: list[Path], threads: int, runs: int, out: Path) -> tuple[float, str]:
+    command = [str(cli), "--bench", str(runs), "--warmup", "3", "--threads", str(threads)]
+    printed = subprocess.run(
+        [*command, "--output-dir", str(out), *map(str, inputs)], capture_output=True, text=True, check=True
+    ).stdout
+    kernel_set = re.search(r"^kernels (.+)$", printed, re.M)
+    return float(re.search(r"median=([0-9.]+)", printed).group(1)), kernel_set.group(1) if kernel_set else "?"
 
 
-def onnxruntime_ms(model_path: Path, inputs: dict[str, np.ndarray], threads: int, runs: int) -> float:
-    import onnxruntime
+def _runs_for(ms: float) -> int:
+    """Runs per median: about 0.6 s of work, at least 5 and at most 50."""
+    return int(min(50, max(5, 600 / max(ms, 1e-3))))
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-    call = functools.partial(session.run, None, inputs)
-    result = min(_median_ms(call, warmup=5, runs=runs) for _ in range(ROUNDS))
-    # ORT's worker threads keep spinning after a run; end them before the next measurement
-    # (left alive, they halved our 2-thread speed on this 2-core machine).
-    del call, session
-    gc.collect()
+
+def measure(cli: Path, inputs: list[Path], runtime_model: Path, feeds: Path, modes: list[str], work: Path):
+    """Round medians per mode, thread count and runtime, the three interleaved in each round."""
+    times: dict = {}
+    kernel_set = "?"
+    for threads in THREADS:
+        workers = {r: Worker(r, runtime_model, feeds, threads) for r in RUNTIMES}
+        try:
+            first, kernel_set = ours_median_ms(cli, inputs, 1, 3, work / "out")
+            runs = _runs_for(first)
+            for mode in modes:
+                rounds: dict[str, list[float]] = {"ours": [], **{r: [] for r in RUNTIMES}}
+                with Neighbour(mode == "busy"):
+                    for i in range(ROUNDS):
+                        order = ["ours", *RUNTIMES]
+                        for who in order[i % 3 :] + order[: i % 3]:  # each goes first once
+                            if who == "ours":
+                                ms = ours_median_ms(cli, inputs, threads, runs, work / "out")[0]
+                            else:
+                                ms = workers[who].median_ms(runs)
+                            rounds[who].append(ms)
+                times.setdefault(mode, {})[str(threads)] = rounds
+        finally:
+            for worker in workers.values():
+                worker.close()
+    return times, kernel_set
+
+
+def bench_one(entry: Entry, modes: list[str], with_kernels: bool) -> dict:
+    result: dict = {"key": key(entry), "entry": entry.name, "model": entry.model, "status": "fail"}
+    result["source"], result["exporter"] = MODELS[entry.model].source, entry.exporter
+    work = OUT / "work" / key(entry)
+    started = time.perf_counter()
+    try:
+        path = real_zoo.export(entry)
+        runtime_model = path if entry.is_onnx else real_zoo.onnx_sibling(entry)
+        if runtime_model is None:
+            raise real_zoo.StepError("export", "no ONNX export of this model for the runtimes")
+        inputs = real_zoo.load_inputs(entry.model)
+        work.mkdir(parents=True, exist_ok=True)
+        feeds = work / "feeds.npz"
+        np.savez(feeds, **inputs)
+        package = generate(entry, path, inputs, work, result)
+        metadata = json.loads((package / "metadata.json").read_text())
+        build_dir = real_zoo.build(package, work, result)
+        prefix = real_zoo.package_name(entry).lower()
+        result["arena_bytes"] = metadata["memory"]["arena_bytes"]
+        result.update(real_zoo.sizes(package, build_dir, prefix))
+        cli = real_zoo.find_cli(build_dir, prefix)
+        input_paths = []
+        for i, array in enumerate(real_zoo.ordered_inputs(metadata, inputs)):
+            input_paths.append(work / f"input_{i}.npy")
+            np.save(input_paths[-1], array)
+        result["times"], result["kernel_set"] = measure(cli, input_paths, runtime_model, feeds, modes, work)
+        result["status"] = "pass"
+        if with_kernels:
+            result["kernels"] = kernel_rows(path, result["kernel_set"])
+    except real_zoo.StepError as e:
+        result["stage"], result["error"] = e.stage, str(e)
+    except Exception as e:  # one model's failure is that model's, never the run's
+        result["stage"], result["error"] = "harness", f"{type(e).__name__}: {e}".splitlines()[0]
+        result["traceback"] = traceback.format_exc()
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    (OUT / "results").mkdir(parents=True, exist_ok=True)
+    (OUT / "results" / f"{key(entry)}.json").write_text(json.dumps(result, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)  # packages of big models take gigabytes
     return result
 
 
-VM_SCRIPT = r"""
-import json, sys, numpy as np, tvm
-from pathlib import Path
-from tvm import relax
-from relay2cmake.frontends import import_model
-from relay2cmake.lower.pipeline import scheduled_kernels
-from relay2cmake.targets import host_runs_wide, parse_targets
-
-model, input_path, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-target = parse_targets(None)[1]
-if target.wide_variant() is not None and host_runs_wide():
-    target = target.wide_variant()  # the set the package runs on this machine
-imported = import_model(model, {}, None)
-tvm_target = target.tvm_target()
-low, _, _ = scheduled_kernels(imported.module, target)  # the kernels gen schedules
-executable = tvm.compile(low, target=tvm_target, relax_pipeline=tvm.transform.Sequential([]))
-vm = relax.VirtualMachine(executable, tvm.cpu())
-x = tvm.runtime.tensor(np.load(input_path))
-timer = vm.time_evaluator("main", tvm.cpu(), number=max(1, runs // 10), repeat=10, min_repeat_ms=50)
-print(json.dumps({"ms": min(float(np.median(timer(x).results)) for _ in range(3)) * 1e3}))
-"""
+def generate(entry: Entry, path: Path, inputs: dict, work: Path, result: dict) -> Path:
+    package = work / "pkg"
+    command = [PYTHON, "-m", "relay2cmake", "-q", "gen", str(path), "-o", str(package), "--force"]
+    command += ["--name", real_zoo.package_name(entry), "--no-self-check"]
+    command += real_zoo.gen_args(entry, path, inputs)
+    start = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise real_zoo.StepError("gen", real_zoo.last_error_line(done.stderr) or f"exit {done.returncode}")
+    result["gen_seconds"] = round(time.perf_counter() - start, 1)
+    result["relay2cmake"] = real_zoo.generator_commit()
+    return package
 
 
-def tvm_vm_ms(model_path: Path, input_path: Path, threads: int, runs: int) -> float:
-    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
-    result = subprocess.run(
-        [PYTHON, "-c", VM_SCRIPT, str(model_path), str(input_path), str(runs)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])["ms"]
+def kernel_rows(path: Path, kernel_set: str) -> list[dict]:
+    """Every kernel of the package timed alone, as ``kernels.py`` prints them."""
+    rows = kernels.time_kernels(path, kernel_set if kernel_set != "?" else "x86_64")
+    return [
+        {
+            "name": r.name,
+            "calls": r.calls,
+            "ms": r.seconds * 1e3,
+            "flop": r.flop,
+            "bytes": r.bytes,
+            "scheduled": r.scheduled,
+            "memory_bound": r.memory_bound,
+            "conv_or_matmul": r.conv_or_matmul,
+        }
+        for r in rows
+    ]
 
 
-def build_package(model_path: Path, work: Path, name: str, targets: list[str]) -> tuple[Path, dict]:
-    package, build = work / f"{name}_pkg", work / f"{name}_build"
-    subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "relay2cmake",
-            "--quiet",
-            "gen",
-            str(model_path),
-            "-o",
-            str(package),
-            "--name",
-            name,
-            "--force",
-            *targets,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            _cmake(),
-            "-S",
-            package,
-            "-B",
-            build,
-            "-G",
-            "Ninja",
-            "-DCMAKE_BUILD_TYPE=Release",
-            f"-D{name.upper()}_BUILD_TESTS=OFF",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run([_cmake(), "--build", build], check=True, capture_output=True)
-    return build, json.loads((package / "metadata.json").read_text())
+# --------------------------------------------------------------------------- report
 
 
-def ours_ms(build: Path, name: str, input_path: Path, threads: int, runs: int) -> tuple[float, str]:
-    """Best median of ROUNDS runs of the cli, and the kernel set it reported."""
-    rounds = [_ours_round(build, name, input_path, threads, runs) for _ in range(ROUNDS)]
-    return min(ms for ms, _ in rounds), rounds[0][1]
+def peak_for(kernel_set: str, peak: dict) -> float:
+    """The single-core peak for the vectors of the kernel set the package ran."""
+    return peak.get("native" if kernel_set.endswith("x86-64-v4") else "x86-64-v3", 0.0)
 
 
-def _ours_round(build: Path, name: str, input_path: Path, threads: int, runs: int) -> tuple[float, str]:
-    result = subprocess.run(
-        [
-            str(build / f"{name.lower()}_cli"),
-            "--bench",
-            str(runs),
-            "--warmup",
-            "5",
-            "--threads",
-            str(threads),
-            "--output-dir",
-            str(build / "out"),
-            str(input_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    kernels = re.search(r"^kernels (.+)$", result.stdout, re.M)
-    return float(re.search(r"median=([0-9.]+)", result.stdout).group(1)), kernels.group(1) if kernels else "?"
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def latency(result: dict, mode: str, threads: int, who: str) -> float | None:
+    rounds = result.get("times", {}).get(mode, {}).get(str(threads), {}).get(who)
+    if not rounds:
+        return None
+    return min(rounds) if mode == "quiet" else float(np.median(rounds))
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def best_runtime(result: dict, threads: int) -> tuple[str, float | None]:
+    figures = [(r, latency(result, "quiet", threads, r)) for r in RUNTIMES]
+    figures = [(r, v) for r, v in figures if v]
+    return min(figures, key=lambda f: f[1]) if figures else ("-", None)
+
+
+# Conv and matmul kernels below this share of peak are named (the issue's goal).
+GOAL_SHARE = 0.8
+
+
+def kernels_ms(result: dict) -> float:
+    return sum(k["ms"] * k["calls"] for k in result.get("kernels", []))
+
+
+def _top_kernels(result: dict, peak: float, count: int = 5) -> list[str]:
+    rows = sorted(result.get("kernels", []), key=lambda k: k["ms"] * k["calls"], reverse=True)
+    total = kernels_ms(result)
+    lines = []
+    for k in rows[:count]:
+        seconds = k["ms"] / 1e3
+        speed = (
+            f"{k['bytes'] / seconds / 1e9:.0f} GB/s of operands (memory-bound)"
+            if k["memory_bound"]
+            else f"{k['flop'] / seconds / 1e9:.0f} GFLOPS ({k['flop'] / seconds / 1e9 / peak:.0%} of peak)"
+        )
+        lines.append(
+            f"  - `{k['name']}` x{k['calls']}: {k['ms'] * k['calls']:.2f} ms "
+            f"({k['ms'] * k['calls'] / total:.0%} of the kernels), "
+            f"{speed if k['flop'] else 'no flop estimate'}{'' if k['scheduled'] else ', no schedule'}"
+        )
+    return lines
+
+
+def write_report(results: list[dict], peak: dict, path: Path) -> None:
+    passed = [r for r in results if r["status"] == "pass"]
+    kernel_sets = sorted({r.get("kernel_set", "?") for r in passed})
+    own_peak = peak_for(kernel_sets[0], peak) if kernel_sets else 0.0
+    commits = sorted({r.get("relay2cmake", "?") for r in passed})
+    lines = [
+        "# Performance",
+        "",
+        f"Produced by `python benchmarks/run.py` on this project's machine ({platform.machine()}, "
+        f"{os.cpu_count()} cores, shared with other work, so compare ratios within one row: the three "
+        "runtimes were measured interleaved, in rounds). Models: one ONNX export of each model of the "
+        "real-model zoo (`tools/real_zoo_models.py`: torchvision, timm, transformers and a few "
+        "written here; random weights; batch 1), plus GPT-2's `torch.export` `.pt2` (the runtimes "
+        f"run its ONNX export). relay2cmake {', '.join(commits)}; packages generated with the default "
+        f"kernel sets and built Release by the system gcc; the machine ran {', '.join(kernel_sets)}.",
+        "",
+        "- *ONNX Runtime*: CPU provider, all graph optimisations, `intra_op_num_threads` = threads.",
+        "- *OpenVINO* 2026.4.1: CPU plugin, `PERFORMANCE_HINT` latency, f32 inference precision, "
+        "`INFERENCE_NUM_THREADS` = threads.",
+        "- *ours*: the package's `<name>_cli --bench --threads T`.",
+        "",
+        "Quiet latencies are the best of three rounds' medians (other work only adds time). "
+        "*best* is the faster of ONNX Runtime and OpenVINO for that model and thread count.",
+        "",
+    ]
+    lines += _summary(passed)
+    lines += ["", "## Per model", ""]
+    lines += [
+        "| model | source | ORT ms 1t | OpenVINO ms 1t | ours ms 1t | ours/ORT 1t | ours/best 1t "
+        "| ORT ms 2t | OpenVINO ms 2t | ours ms 2t | ours/ORT 2t | ours/best 2t | kernels ms | "
+        "outside kernels ms | arena MB | library MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
+    ]
+    for r in passed:
+        cells = [f"{r['key']}", r["source"]]
+        for threads in THREADS:
+            ort, ov, ours = (latency(r, "quiet", threads, w) for w in ("ort", "openvino", "ours"))
+            best = best_runtime(r, threads)[1]
+            cells += [_ms(ort), _ms(ov), _ms(ours), _ratio(ours, ort), _ratio(ours, best)]
+        inside = kernels_ms(r)
+        ours1 = latency(r, "quiet", 1, "ours")
+        cells += [
+            _ms(inside) if inside else "-",
+            _ms(ours1 - inside) if inside and ours1 else "-",
+            f"{r['arena_bytes'] / 1e6:.1f}",
+            f"{(r.get('library_bytes') or 0) / 1e6:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += _busy_section(passed)
+    lines += _worst_section(passed, own_peak)
+    lines += _before_after(passed)
+    lines += _kernel_goal_section(passed, own_peak, peak)
+    failed = [r for r in results if r["status"] != "pass"]
+    if failed:
+        lines += ["", "## Not measured", ""]
+        lines += [f"- `{r['key']}` ({r.get('stage')}): {r.get('error', '')}" for r in failed]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _summary(passed: list[dict]) -> list[str]:
+    lines = [
+        "| threads | geometric mean ours/ORT | geometric mean ours/best | slower than 1.3x ORT | worst model "
+        "(ours/ORT) |",
+        "| ---: | ---: | ---: | ---: | --- |",
+    ]
+    for threads in THREADS:
+        vs_ort = {r["key"]: _div(r, threads, "ort") for r in passed}
+        vs_ort = {k: v for k, v in vs_ort.items() if v}
+        vs_best = [
+            latency(r, "quiet", threads, "ours") / best_runtime(r, threads)[1]
+            for r in passed
+            if best_runtime(r, threads)[1]
+        ]
+        worst = max(vs_ort, key=lambda k: vs_ort[k]) if vs_ort else "-"
+        slow = sum(v > 1.3 for v in vs_ort.values())
+        lines.append(
+            f"| {threads} | {_geomean(list(vs_ort.values())):.2f} | {_geomean(vs_best):.2f} | "
+            f"{slow} of {len(vs_ort)} | {worst} ({vs_ort.get(worst, float('nan')):.2f}) |"
+        )
+    return lines
+
+
+def _div(result: dict, threads: int, runtime: str) -> float | None:
+    ours, theirs = latency(result, "quiet", threads, "ours"), latency(result, "quiet", threads, runtime)
+    return ours / theirs if ours and theirs else None
+
+
+def _busy_section(passed: list[dict]) -> list[str]:
+    busy = [r for r in passed if "busy" in r.get("times", {})]
+    if not busy:
+        return []
+    lines = [
+        "",
+        "## With a busy neighbour",
+        "",
+        "A process spins on the last CPU the whole time (medians of three rounds' medians). The "
+        "thread pool's goal: 2 threads at most 1.10x the 1-thread time.",
+        "",
+        "| model | ours ms 1t | ours ms 2t | ours 2t/1t | ORT 2t/1t | OpenVINO 2t/1t |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    over = []
+    for r in busy:
+        one, two = (latency(r, "busy", t, "ours") for t in THREADS)
+        ratios = [_ratio(latency(r, "busy", 2, w), latency(r, "busy", 1, w)) for w in ("ours", *RUNTIMES)]
+        if one and two and two > 1.10 * one:
+            over.append(r["key"])
+        lines.append(f"| {r['key']} | {_ms(one)} | {_ms(two)} | {' | '.join(ratios)} |")
+    lines += ["", f"Over the goal: {', '.join(over) if over else 'none'}."]
+    return lines
+
+
+def _worst_section(passed: list[dict], peak: float) -> list[str]:
+    ranked = sorted(passed, key=lambda r: _div(r, 1, "ort") or 0, reverse=True)[:3]
+    lines = ["", "## Where the worst three spend their time (1 thread)", ""]
+    for r in ranked:
+        inside, ours = kernels_ms(r), latency(r, "quiet", 1, "ours")
+        outside = f"; outside kernels {ours - inside:.2f} ms" if inside and ours else ""
+        lines.append(
+            f"- **{r['key']}**: ours/ORT {_div(r, 1, 'ort'):.2f}; kernels {inside:.2f} ms of "
+            f"{_ms(ours)} ms{outside}"
+        )
+        lines += _top_kernels(r, peak)
+    return lines
+
+
+def _before_after(passed: list[dict]) -> list[str]:
+    by_key = {r["key"]: r for r in passed}
+    lines = [
+        "",
+        "## The seven models of the performance issue, before and after",
+        "",
+        "ours / ONNX Runtime at 1 thread: as the issue was filed; in the zoo run at its start "
+        "(commit c81a777, same machine); and in this run.",
+        "",
+        "| model | filed | zoo run at c81a777 | now 1t | now 2t |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, (filed, zoo) in BEFORE.items():
+        r = by_key.get(name)
+        now = [_div(r, t, "ort") if r else None for t in THREADS]
+        lines.append(
+            f"| {name} | {filed} | {zoo:.2f} | " + " | ".join(f"{v:.2f}" if v else "-" for v in now) + " |"
+        )
+    return lines
+
+
+def _kernel_goal_section(passed: list[dict], own_peak: float, peak: dict) -> list[str]:
+    lines = [
+        "",
+        "## Conv and matmul kernels against the peak (1 thread)",
+        "",
+        f"Measured single-core fp32 peak (`benchmarks/peak.c`, FMA chains in registers): "
+        f"{peak.get('native', 0):.0f} GFLOPS with this CPU's widest vectors, "
+        f"{peak.get('x86-64-v3', 0):.0f} with AVX2; % of peak is against {own_peak:.0f}, the figure for "
+        "the set the packages ran. Each kernel is timed alone with warm caches by TVM's "
+        "`time_evaluator`, with TVM's estimate of its work; kernels under "
+        f"{kernels.MEMORY_BOUND_INTENSITY} flop per operand byte count as memory-bound. *work at goal*: "
+        f"the share of the compute-bound conv/matmul work done at {GOAL_SHARE:.0%} of peak or more. "
+        "Winograd kernels do 2.25x fewer multiply-adds than TVM counts for a direct 3x3 conv.",
+        "",
+        "| model | compute-bound conv/matmul kernels | their GFLOPS | % of peak | work at goal | "
+        "share of kernel time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in passed:
+        rows = r.get("kernels", [])
+        dense = [k for k in rows if k["conv_or_matmul"] and k["flop"] and not k["memory_bound"]]
+        if not dense or not own_peak:
+            continue
+        work = sum(k["flop"] * k["calls"] for k in dense)
+        seconds = sum(k["ms"] * k["calls"] for k in dense) / 1e3
+        goal = GOAL_SHARE * own_peak * 1e9
+        at_goal = sum(k["flop"] * k["calls"] for k in dense if k["flop"] / (k["ms"] / 1e3) >= goal)
+        gflops = work / seconds / 1e9
+        lines.append(
+            f"| {r['key']} | {len(dense)} | {gflops:.1f} | {gflops / own_peak:.0%} | {at_goal / work:.0%} | "
+            f"{seconds * 1e3 / kernels_ms(r):.0%} |"
+        )
+    return lines
+
+
+# --------------------------------------------------------------------------- main
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", default=",".join(models.MODELS))
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--runs", type=int, default=50, help="timed runs per measurement")
+    parser.add_argument("--only", nargs="+", help="models (zoo keys, gpt2-pt2) to measure")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument("--modes", default="quiet,busy", help="quiet, busy or both (default)")
+    parser.add_argument("--no-kernels", action="store_true", help="do not time the kernels alone")
+    parser.add_argument("--resume", action="store_true", help="skip models that already have a result")
+    parser.add_argument("--report", action="store_true", help="(re)write docs/performance.md")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
-    parser.add_argument("--work", type=Path, help="keep builds here (default: a temporary folder)")
     args = parser.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="relay2cmake-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    thread_counts = [int(t) for t in args.threads.split(",")]
-    started = time.perf_counter()
-    peak = measure_peak(work)
-    print(
-        f"measured single-core peak: {peak['native']:.0f} GFLOPS (native), "
-        f"{peak['x86-64-v3']:.0f} GFLOPS (AVX2)",
-        flush=True,
-    )
-    rows, kernel_rows = [], {}
-    for model_name in args.models.split(","):
-        model = models.MODELS[model_name]()
-        model_path = work / f"{model_name}.onnx"
-        onnx.save(model, str(model_path))
-        flop = models.flops(model)
-        name = model_name.capitalize()
-        build, meta = build_package(model_path, work, name, [])
-        spec = meta["inputs"][0]
-        x = np.random.default_rng(0).standard_normal(spec["shape"]).astype(np.float32)
-        input_path = work / f"{model_name}_input.npy"
-        np.save(input_path, x)
-        library = build / f"lib{name.lower()}.a"
-        for threads in thread_counts:
-            runs = _runs(args.runs, flop)
-            ours, kernel_set = ours_ms(build, name, input_path, threads, runs)
-            row = {
-                "model": model_name,
-                "gflop": flop / 1e9,
-                "threads": threads,
-                "ort": onnxruntime_ms(model_path, {spec["name"]: x}, threads, runs),
-                "vm": tvm_vm_ms(model_path, input_path, threads, runs),
-                "ours": ours,
-                "kernel_set": kernel_set,
-                "arena": meta["memory"]["arena_bytes"],
-                "library": library.stat().st_size if library.exists() else 0,
-                "scheduled": len(meta["scheduled_kernels"].get("x86_64", [])),  # the same in the twin
-                "kernels": len(meta["kernels"]),
-            }
-            rows.append(row)
-            print(
-                f"{model_name:12s} T={threads} ORT {row['ort']:.3f} ms  TVM VM {row['vm']:.3f} ms  "
-                f"ours {row['ours']:.3f} ms  ours/ORT {row['ours'] / row['ort']:.2f}",
-                flush=True,
-            )
-        kernel_rows[model_name] = kernels.time_kernels(model_path, rows[-1]["kernel_set"])
-        print(_kernel_summary(model_name, kernel_rows[model_name], _peak_for(rows[-1]["kernel_set"], peak)))
-    write_report(rows, kernel_rows, peak, args.out, time.perf_counter() - started, thread_counts)
-    print(f"wrote {args.out}")
-    if args.work is None:
-        shutil.rmtree(work, ignore_errors=True)
+    entries = bench_entries()
+    if args.list:
+        print("\n".join(key(e) for e in entries))
+        return 0
+    if args.only:
+        entries = [e for e in entries if key(e) in args.only or e.model in args.only]
+    OUT.mkdir(parents=True, exist_ok=True)
+    peak_file = OUT / "peak.json"
+    if not peak_file.exists() or not args.resume:
+        peak_file.write_text(json.dumps(measure_peak(OUT)) + "\n")
+    modes = args.modes.split(",")
+    if not args.report or args.only:
+        for entry in entries:
+            if args.resume and (OUT / "results" / f"{key(entry)}.json").exists():
+                continue
+            r = bench_one(entry, modes, not args.no_kernels)
+            line = f"{r['key']:24s} {r['status']:4s} {r['seconds']:7.1f}s"
+            if r["status"] == "pass":
+                line += "  ours/ORT " + " ".join(f"{t}t {_div(r, t, 'ort'):.2f}" for t in THREADS)
+                line += "  ours/OpenVINO " + " ".join(f"{t}t {_div(r, t, 'openvino'):.2f}" for t in THREADS)
+            else:
+                line += f" [{r.get('stage')}] {r.get('error')}"
+            print(line, flush=True)
+    if args.report:
+        order = {key(e): i for i, e in enumerate(bench_entries())}
+        results = [json.loads(p.read_text()) for p in (OUT / "results").glob("*.json")]
+        results.sort(key=lambda r: order.get(r["key"], len(order)))
+        write_report(results, json.loads(peak_file.read_text()), args.out)
+        print(f"wrote {args.out}")
     return 0
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-# Conv and matmul kernels below this share of peak are listed by name (the issue's goal).
-GOAL_SHARE = 0.8
-
-
-def _kernel_summary(model: str, rows: list, peak: float) -> str:
-    """One line of performance.md's kernel table: the model's conv and matmul kernels, each
-    timed alone on one thread; compute-bound ones against the single-core peak."""
-    dense = [r for r in rows if r.conv_or_matmul and r.flop]
-    compute = [r for r in dense if not r.memory_bound]
-    memory = ", ".join(f"{r.name} {r.gbytes_per_s:.0f} GB/s" for r in dense if r.memory_bound) or "none"
-    share = sum(r.total for r in dense) / sum(r.total for r in rows)
-    if not compute:
-        return f"| {model} | 0 | {share:.0%} | - | - | - | - | - | {memory} |"
-    work = sum(r.flop * r.calls for r in compute)
-    gflops = work / sum(r.total for r in compute) / 1e9
-    below = [r for r in compute if r.gflops < GOAL_SHARE * peak]
-    at_goal = work - sum(r.flop * r.calls for r in below)
-    listed = ", ".join(f"{r.name} {r.gflops:.0f} GFLOPS ({r.gflops / peak:.0%})" for r in below) or "none"
-    return (
-        f"| {model} | {len(compute)} | {share:.0%} | {gflops:.1f} | {gflops / peak:.0%} | "
-        f"{min(r.gflops for r in compute) / peak:.0%} | {at_goal / work:.1%} | {listed} | {memory} |"
-    )
-
-
-def write_report(
-    rows: list[dict], kernel_rows: dict, peak: dict, path: Path, seconds: float, thread_counts: list[int]
-) -> None:
-    kernel_set = rows[0]["kernel_set"] if rows else "?"
-    own_peak = _peak_for(kernel_set, peak)
-    lines = [
-        "# Performance",
-        "",
-        f"Produced by `python benchmarks/run.py` in {seconds / 60:.1f} minutes on this project's machine "
-        f"({platform.machine()}, {os.cpu_count()} cores, shared with other work: compare ratios within "
-        "one run). Latencies are the best of three medians. *TVM VM* runs the same lowered module "
-        "and the same default schedules as the package, through TVM's Relax VM and runtime; *ours* is the "
-        "package's `<name>_cli --bench` with the default kernel sets (C + x86-64-v3 objects and "
-        f"their AVX-512 twin; this run used {kernel_set}), built Release by the system gcc.",
-        "",
-        f"Measured single-core fp32 peak (`benchmarks/peak.c`, twelve independent FMA chains in "
-        f"registers): {peak['native']:.0f} GFLOPS with this CPU's widest vectors, {peak['x86-64-v3']:.0f} "
-        "GFLOPS with AVX2. % of peak is against the figure for the vectors the package used, times the "
-        "threads. A model's GFLOPS count the work of direct convolutions; 3x3 layers run as Winograd "
-        "F(2x2, 3x3) do 2.25x fewer multiply-adds, so a model with many of them can pass 100%.",
-        "",
-        "| model | GFLOP | threads | ONNX Runtime ms | TVM VM ms | ours ms | ours/ORT | ours/VM "
-        "| ours GFLOPS | % of peak | arena B | library B | scheduled kernels |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        gflops = r["gflop"] / (r["ours"] / 1e3)
-        lines.append(
-            f"| {r['model']} | {r['gflop']:.3f} | {r['threads']} | {r['ort']:.3f} | {r['vm']:.3f} | "
-            f"{r['ours']:.3f} | {r['ours'] / r['ort']:.2f} | {r['ours'] / r['vm']:.2f} | {gflops:.1f} | "
-            f"{100 * gflops / (own_peak * r['threads']):.0f}% | {r['arena']} | {r['library']} | "
-            f"{r['scheduled']}/{r['kernels']} |"
-        )
-    lines += [
-        "",
-        "| threads | geometric mean ours/ORT | geometric mean ours/TVM VM |",
-        "| ---: | ---: | ---: |",
-    ]
-    for threads in thread_counts:
-        subset = [r for r in rows if r["threads"] == threads]
-        lines.append(
-            f"| {threads} | {_geomean([r['ours'] / r['ort'] for r in subset]):.2f} | "
-            f"{_geomean([r['ours'] / r['vm'] for r in subset]):.2f} |"
-        )
-    lines += [
-        "",
-        "## Conv and matmul kernels, one thread",
-        "",
-        "Each kernel of the model is scheduled and built as the package's kernel set is "
-        f"({kernel_set}), then timed alone by TVM's `time_evaluator` (warm caches), with TVM's "
-        "estimate of its floating-point work (`benchmarks/kernels.py` prints the whole list). "
-        f"Kernels doing fewer than {kernels.MEMORY_BOUND_INTENSITY} flop per byte of their operands "
-        "(M = 1 matmuls, depthwise convs) are memory-bound: they are listed with their operand "
-        "bandwidth instead. For the compute-bound rest, GFLOPS are work-weighted, and *work at goal* "
-        f"is the share of their work done by kernels at {GOAL_SHARE:.0%} of peak or more.",
-        "",
-        "| model | compute-bound kernels | conv+matmul share of kernel time | GFLOPS | % of peak | "
-        f"slowest, % of peak | work at goal | below {GOAL_SHARE:.0%} of peak | memory-bound |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
-    ]
-    lines += [_kernel_summary(model, kernel_rows[model], own_peak) for model in kernel_rows]
-    path.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
