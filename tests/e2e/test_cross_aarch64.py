@@ -1,10 +1,11 @@
 """An AArch64 object set: the package cross-builds with Debian's aarch64 gcc and the shipped
 CMake toolchain file (sample_apps/cross), and its golden test and cli (2 threads) pass under
 qemu: the convolution schedules (conv_family) and the predicated matmul tiles and vectorized
-math (awkward_family)."""
+math and the 1-D convolutions (awkward_family)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -50,6 +51,9 @@ def test_aarch64_objects_cross_build_and_run_under_qemu(make, name, shape, tmp_p
     np.save(tmp_path / "x.npy", x)
     run([QEMU, "-L", "/usr/aarch64-linux-gnu", build / f"{prefix}_cli", "--threads", "2",
          "--output-dir", tmp_path / "out", tmp_path / "x.npy"])  # fmt: skip
-    meta = {"inputs": [{"name": "x"}], "outputs": [{"name": "y"}]}
-    expected = onnxruntime_outputs(model, meta, [x])[0]
-    np.testing.assert_allclose(np.load(tmp_path / "out" / "output_0.npy"), expected, rtol=1e-4, atol=1e-5)
+    meta = json.loads((package / "metadata.json").read_text())
+    for index, expected in enumerate(onnxruntime_outputs(model, meta, [x])):
+        got = np.load(tmp_path / "out" / f"output_{index}.npy")
+        np.testing.assert_allclose(
+            got, expected, rtol=1e-4, atol=1e-5, err_msg=meta["outputs"][index]["name"]
+        )

@@ -453,10 +453,14 @@ def awkward_family() -> onnx.ModelProto:
     forms: M = 13 rows (no row count divides it: full tiles and a predicated last one),
     N = 5003 columns (not even 4 divides it: padded register tiles, only the first N stored)
     with 1.3 MB of weights (column tiles outermost), then sigmoid, tanh and x^3 (fast_math),
-    and a second matmul back to N = 37."""
+    and a second matmul back to N = 37. The same input read as [N, C, W] goes through 1-D
+    convolutions (run as 2-D ones of height 1): 13 -> 16 channels with a fused sigmoid, then a
+    grouped one with stride 2, dilation 2 and uneven padding."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
+    wc1 = (rng.standard_normal((16, 13, 3)) / 6).astype(np.float32)
+    wc2 = (rng.standard_normal((8, 4, 3)) / 3).astype(np.float32)
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"]),
         helper.make_node("Sigmoid", ["h"], ["s"]),
@@ -464,13 +468,23 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Pow", ["t", "three"], ["t3"]),
         helper.make_node("Add", ["s", "t3"], ["a"]),
         helper.make_node("MatMul", ["a", "w2"], ["y"]),
+        helper.make_node("Conv", ["x", "wc1", "bc1"], ["c1"], pads=[1, 1]),
+        helper.make_node("Sigmoid", ["c1"], ["c1s"]),
+        helper.make_node("Conv", ["c1s", "wc2"], ["c"], group=4, strides=[2], dilations=[2], pads=[2, 1]),
     ]
     graph = helper.make_graph(
         nodes,
         "awkward_family",
         [_float_info("x", [1, 13, 64])],
-        [_float_info("y", [1, 13, 37])],
-        initializer=[_const("w1", w1), _const("w2", w2), _const("three", np.array(3.0, np.float32))],
+        [_float_info("y", [1, 13, 37]), _float_info("c", [1, 8, 32])],
+        initializer=[
+            _const("w1", w1),
+            _const("w2", w2),
+            _const("three", np.array(3.0, np.float32)),
+            _const("wc1", wc1),
+            _const("bc1", (0.1 * rng.standard_normal(16)).astype(np.float32)),
+            _const("wc2", wc2),
+        ],
     )
     return _model(graph)
 
