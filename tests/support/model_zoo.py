@@ -455,7 +455,8 @@ def awkward_family() -> onnx.ModelProto:
     with 1.3 MB of weights (column tiles outermost), then sigmoid, tanh and x^3 (fast_math),
     and a second matmul back to N = 37. The same input read as [N, C, W] goes through 1-D
     convolutions (run as 2-D ones of height 1): 13 -> 16 channels with a fused sigmoid, then a
-    grouped one with stride 2, dilation 2 and uneven padding."""
+    grouped one with stride 2, dilation 2 and uneven padding. Last, y^T.y: a batched matmul
+    whose computed right operand has N = 37 (packed at run time, rows and columns padded)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -471,12 +472,14 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Conv", ["x", "wc1", "bc1"], ["c1"], pads=[1, 1]),
         helper.make_node("Sigmoid", ["c1"], ["c1s"]),
         helper.make_node("Conv", ["c1s", "wc2"], ["c"], group=4, strides=[2], dilations=[2], pads=[2, 1]),
+        helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["yt", "y"], ["g"]),
     ]
     graph = helper.make_graph(
         nodes,
         "awkward_family",
         [_float_info("x", [1, 13, 64])],
-        [_float_info("y", [1, 13, 37]), _float_info("c", [1, 8, 32])],
+        [_float_info("y", [1, 13, 37]), _float_info("c", [1, 8, 32]), _float_info("g", [1, 37, 37])],
         initializer=[
             _const("w1", w1),
             _const("w2", w2),

@@ -188,3 +188,42 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
     np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
     assert np.all(buffer[rows * columns :] == 12345.0), "the kernel wrote past its output"
+
+
+@pytest.mark.parametrize(("batch", "rows", "depth", "columns"), [(3, 197, 64, 197), (2, 37, 13, 37)])
+def test_batched_matmul_with_computed_operand_is_packed_and_stays_in_bounds(batch, rows, depth, columns):
+    """Attention's Q.K^T over 197 tokens: the computed right operand, whose N not even 4
+    divides, is packed at run time and the product gets vector tiles with padded rows and
+    columns; only [rows, columns] of each batch is stored (a sentinel after the output)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((batch, rows, depth)).astype("float32")
+    b = rng.standard_normal((batch, depth, columns)).astype("float32")
+    bb = relax.BlockBuilder()
+    left = relax.Var("a", relax.TensorType(a.shape, "float32"))
+    right = relax.Var("b", relax.TensorType(b.shape, "float32"))
+    with bb.function("main", [left, right]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(left, right))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    names = {gv.name_hint: gv for gv in kernels.get_global_vars()}
+    (pack,) = [n for n in names if "pack_columns" in n]
+    (product,) = [n for n in names if n != pack]
+    assert product in scheduled and "T.vectorized" in kernels[product].script()
+    build = {n: tvm.tirx.build(tvm.IRModule({"main": kernels[n]}), target=target.tvm_target()) for n in names}
+    packed_param = kernels[pack].params[-1]
+    packed = tvm.runtime.tensor(np.zeros([int(d) for d in packed_param.shape], "float32"))
+    build[pack]["main"](tvm.runtime.tensor(b), packed)
+    count = batch * rows * columns
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(batch, rows, columns)
+    build[product]["main"](tvm.runtime.tensor(a), packed, tvm.runtime.from_dlpack(output))
+    np.testing.assert_allclose(output, a @ b, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
