@@ -301,6 +301,7 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     outer = (n, f0, y0) if weights > pixels else (n, y0, f0)
     sch.reorder(*outer, x0, ry, rx, rc0, rc1, y1, x1, fv, f1)
     sch.reverse_compute_at(write_back, x0)
+    _fold_column_cut(sch, write_back)  # a padded output width (conv2d_nhwc._computed_width)
     sch.unroll(rc1)
     sch.unroll(y1)
     sch.unroll(x1)

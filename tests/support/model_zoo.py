@@ -456,7 +456,9 @@ def awkward_family() -> onnx.ModelProto:
     and a second matmul back to N = 37. The same input read as [N, C, W] goes through 1-D
     convolutions (run as 2-D ones of height 1): 13 -> 16 channels with a fused sigmoid, then a
     grouped one with stride 2, dilation 2 and uneven padding. Last, y^T.y: a batched matmul
-    whose computed right operand has N = 37 (packed at run time, rows and columns padded)."""
+    whose computed right operand has N = 37 (packed at run time, rows and columns padded),
+    and 2-D convolutions on an image 13 pixels wide (computed 14 wide, the last column cut):
+    1x1 with bias and relu, then 1x3 with padding."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -474,12 +476,22 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Conv", ["c1s", "wc2"], ["c"], group=4, strides=[2], dilations=[2], pads=[2, 1]),
         helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["yt", "y"], ["g"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("Reshape", ["xt", "image_shape"], ["image"]),
+        helper.make_node("Conv", ["image", "wp", "bp"], ["p"]),
+        helper.make_node("Relu", ["p"], ["pr"]),
+        helper.make_node("Conv", ["pr", "wq"], ["q"], pads=[0, 1, 0, 1]),
     ]
     graph = helper.make_graph(
         nodes,
         "awkward_family",
         [_float_info("x", [1, 13, 64])],
-        [_float_info("y", [1, 13, 37]), _float_info("c", [1, 8, 32]), _float_info("g", [1, 37, 37])],
+        [
+            _float_info("y", [1, 13, 37]),
+            _float_info("c", [1, 8, 32]),
+            _float_info("g", [1, 37, 37]),
+            _float_info("q", [1, 24, 1, 13]),
+        ],
         initializer=[
             _const("w1", w1),
             _const("w2", w2),
@@ -487,6 +499,10 @@ def awkward_family() -> onnx.ModelProto:
             _const("wc1", wc1),
             _const("bc1", (0.1 * rng.standard_normal(16)).astype(np.float32)),
             _const("wc2", wc2),
+            _const("image_shape", np.array([1, 64, 1, 13], np.int64)),
+            _const("wp", (rng.standard_normal((32, 64, 1, 1)) / 8).astype(np.float32)),
+            _const("bp", (0.1 * rng.standard_normal(32)).astype(np.float32)),
+            _const("wq", (rng.standard_normal((24, 32, 1, 3)) / 9).astype(np.float32)),
         ],
     )
     return _model(graph)

@@ -23,7 +23,10 @@ from relay2cmake.errors import describe
 from relay2cmake.lower.rewrites import winograd
 from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
-from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous weight block
+from relay2cmake.lower.rewrites.packed_matmul import (
+    COLUMNS_BLOCK,  # the stage that keeps the real columns of a padded computation
+    PACK,  # output channels per contiguous weight block
+)
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -62,6 +65,10 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
         _output_extent(width, left, right, kw, sw, dw),
         channels,
     )
+    computed_width = shape[2] if depthwise else _computed_width(shape[2])
+    if computed_width != shape[2]:  # the extra columns read zeros past the right edge
+        top, left, bottom, right = (int(p) for p in padding)
+        padding = [top, left, bottom, right + (computed_width - shape[2]) * sw]
     padded = _padded(data, padding)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
@@ -78,13 +85,30 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     def weight_at(f):
         return weight[f // PACK, ry, rx, rc, f % PACK] if packed else weight[ry, rx, rc, f]
 
-    return te.compute(
-        shape,
+    product = te.compute(
+        (*shape[:2], computed_width, shape[3]),
         lambda n, y, x, f: te.sum(
             padded[n, y * sh + ry * dh, x * sw + rx * dw, rc] * weight_at(f), axis=[ry, rx, rc]
         ),
         name=CONV_BLOCK,
     )
+    if computed_width == shape[2]:
+        return product
+    return te.compute(shape, lambda *index: product[index], name=COLUMNS_BLOCK)
+
+
+def _computed_width(width: int) -> int:
+    """Output columns the convolution computes: an image width with no divisor from 4 to 8
+    (SqueezeNet's 13 x 13 classifier) leaves the tile one pixel, every weight vector read
+    once per pixel (20 GFLOPS); it is rounded up to the next width that has one (14), and a
+    last stage keeps the real columns (folded into the tile's store, as for matmuls)."""
+
+    def tiles_well(w: int) -> bool:
+        return any(w % d == 0 for d in range(4, 9))
+
+    if width <= 4 or tiles_well(width):
+        return width
+    return next(w for w in range(width + 1, 2 * width) if tiles_well(w))
 
 
 def _packed(weight):
