@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from packaging_helpers import call_kernel
 
+from relay2cmake.lower import schedules
 from relay2cmake.lower.rewrites import conv2d_nhwc as nhwc
 from relay2cmake.lower.rewrites import packed_matmul
 from relay2cmake.lower.schedules import ScheduleOptions, _vector_width, schedule_function
@@ -104,6 +105,36 @@ def test_depthwise_reads_the_padding_inline(stride):
         for ry in range(3)
         for rx in range(3)
     )
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
+def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
+    """EfficientNet's depthwise layers: 30, 18 or 6 vectors of channels. A tile of 3 or 5
+    vectors vectorized as one loop became one 24- or 40-lane LLVM vector, 30x slower; each
+    vector is now a loop of its own, and the tile stays within the register budget."""
+    from tvm import te
+
+    from relay2cmake.lower.schedules import DEPTHWISE_ACCUMULATORS
+
+    rng = np.random.default_rng(channels)
+    image = rng.standard_normal((1, 8, 8, channels)).astype(np.float32)
+    hwio = rng.standard_normal((kernel, kernel, 1, channels)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(hwio.shape, name="weight")
+    pad = kernel // 2
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [pad] * 4, [1, 1], True, channels)
+    options = ScheduleOptions(vector_lanes=lanes, vectorize=True, parallel=False)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
+    assert scheduled is not None
+    extents = _vector_extents(scheduled)
+    assert extents and set(extents) == {lanes}, extents
+    columns, vectors = schedules._depthwise_tile(8, channels // lanes, lanes)
+    assert columns * vectors <= DEPTHWISE_ACCUMULATORS[lanes]
+    result = call_kernel(scheduled, [image, hwio, np.zeros(image.shape, np.float32)])
+    padded = np.pad(image, [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+    taps = [(y, x) for y in range(kernel) for x in range(kernel)]
+    want = sum(padded[:, y : y + 8, x : x + 8, :] * hwio[y, x, 0] for y, x in taps)
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
