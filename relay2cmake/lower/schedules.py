@@ -455,6 +455,57 @@ def _schedule_rows(sch, options: ScheduleOptions) -> bool:
     return True
 
 
+def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
+    """A sum, mean or maximum over outer axes of channels-last data (squeeze-excite's and
+    global pooling's mean over H x W): in loop order each output channel walked the image
+    with a stride of C floats (2 GB/s). The reduction loops go outside the channel loop,
+    whose vectors (up to four) accumulate in registers; producers such as float64's cast are
+    read inline. False when the function is not one reduction whose innermost axis is kept."""
+    from tvm import tirx
+
+    reductions = _reduction_blocks(sch)
+    if not options.vectorize or len(reductions) != 1:
+        return False
+    block = reductions[0]
+    kinds = _kinds(sch, block)
+    loops = sch.get_loops(block)
+    spatial = kinds.rstrip("R")
+    if len(loops) != len(kinds) or "R" in spatial or spatial == kinds or len(spatial) < 1:
+        return False
+    stmt = sch.get(block)
+    channel = stmt.iter_vars[len(spatial) - 1].var
+    for region in stmt.reads:
+        last = region.region[-1].min
+        if not (isinstance(last, tirx.Var) and last.same_as(channel)):
+            return False
+    dtype = str(stmt.writes[0].source.dtype)
+    if dtype not in ("float32", "float64"):
+        return False
+    lanes = options.vector_lanes if dtype == "float32" else options.vector_lanes // 2
+    channels = _extent(sch, loops[len(spatial) - 1])
+    if lanes < 2 or channels % lanes != 0:
+        return False
+    for producer in sch.get_producers(block):
+        try:
+            sch.compute_inline(producer)
+        except Exception:  # not elementwise: stays a stage of its own
+            pass
+    loops = sch.get_loops(block)
+    *outer, c = loops[: len(spatial)]
+    c0, cv, c1 = sch.split(c, [None, _divisor(channels // lanes, 4), lanes])
+    sch.reorder(*outer, c0, *loops[len(spatial) :], cv, c1)
+    write_back = sch.cache_write(block, 0, "global")
+    sch.reverse_compute_at(write_back, c0)
+    sch.unroll(cv)
+    sch.vectorize(c1)
+    _vectorize_register_wide(sch, sch.get_loops(write_back)[-1], lanes)
+    if options.parallel:
+        sch.parallel(sch.fuse(*outer, c0))
+    init = sch.decompose_reduction(block, loops[len(spatial)])
+    sch.vectorize(sch.get_loops(init)[-1])
+    return True
+
+
 def schedule_function(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
     """``func`` scheduled when it matches a pattern, else ``None``."""
     try:
@@ -477,6 +528,8 @@ def _schedule(func, options: ScheduleOptions):
 
     sch = s_tir.Schedule(deep_copy(func))
     if _schedule_rows(sch, options) or _schedule_winograd_transforms(sch, options):
+        return sch.mod["main"]
+    if _schedule_outer_axis_reduction(sch, options):
         return sch.mod["main"]
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":

@@ -138,6 +138,41 @@ def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["sum", "max", "float64 sum", "max pool"])
+def test_reductions_over_outer_axes_vectorize_the_channels(kind):
+    """Squeeze-excite's mean over H x W of channels-last data, float64 accumulation of a long
+    sum, and pooling: the channels are vectorized inside the reduction loops, and the results
+    are numpy's."""
+    from tvm import te, topi
+
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((1, 12, 10, 40)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    if kind == "sum":
+        out, want = topi.sum(data, axis=(1, 2), keepdims=True), image.sum(axis=(1, 2), keepdims=True)
+    elif kind == "max":
+        out, want = topi.max(data, axis=(1, 2), keepdims=True), image.max(axis=(1, 2), keepdims=True)
+    elif kind == "float64 sum":
+        out = topi.sum(topi.cast(data, "float64"), axis=(1, 2), keepdims=True)
+        want = image.astype(np.float64).sum(axis=(1, 2), keepdims=True)
+    else:
+        out = topi.nn.pool2d(data, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")
+        padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=-np.inf)
+        want = np.stack(
+            [
+                np.stack([padded[0, 2 * y : 2 * y + 3, 2 * x : 2 * x + 3].max(axis=(0, 1)) for x in range(5)])
+                for y in range(6)
+            ]
+        )[None]
+    func = te.create_prim_func([data, out])
+    scheduled = schedule_function(func, ScheduleOptions(vector_lanes=8, vectorize=True, parallel=True))
+    assert scheduled is not None
+    lanes = 4 if kind == "float64 sum" else 8
+    assert set(_vector_extents(scheduled)) == {lanes}, _vector_extents(scheduled)
+    result = call_kernel(scheduled, [image, np.zeros(want.shape, want.dtype)])
+    np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("op", ["sigmoid", "tanh"])
 def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     """The fast-math rewrite's sigmoid (1 / (1 + fast_exp(-x))) and tanh (topi.fast_tanh):
