@@ -25,11 +25,12 @@ because TVM checks every primitive against the block's dependences.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
-from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK
+from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 
 if TYPE_CHECKING:
@@ -158,9 +159,17 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     preferred_rows = min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols))
     rows = _divisor(m_extent, preferred_rows)
     blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
-    if width > 1 and rows < preferred_rows // 2 and m_extent > preferred_rows and COLUMNS_BLOCK not in blocks:
-        # An M that few row counts divide (ViT's 197 tokens) would leave one row per tile,
-        # each block of B read once per row: full tiles and a predicated last one instead.
+    waste = (-m_extent % preferred_rows) / m_extent  # rows a predicated last tile computes for nothing
+    if (
+        width > 1
+        and rows < preferred_rows
+        and (rows < preferred_rows // 2 or waste <= 0.15)
+        and m_extent > preferred_rows
+        and COLUMNS_BLOCK not in blocks
+    ):
+        # An M that few row counts divide (ViT's 197 tokens, ConvNeXt's rows of 14 pixels)
+        # would leave one or two rows per tile, too few accumulators to hide the FMA latency
+        # and each block of B read once per row: full tiles and a predicated last one instead.
         # Not with a column cut: inlining the cut into the write-back replaces the rows'
         # predicate there instead of adding to it (the tile then stores past the last row).
         rows = preferred_rows
@@ -175,13 +184,26 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     # (GPT-2's LM head: 25 MB of weights, 64 KiB of activations; 5.5 -> 16+ GFLOPS).
     columns_first = 4 * depth * n_extent > WEIGHTS_IN_CACHE and 4 * depth * m_extent <= ROWS_IN_CACHE
     tiles = (j0, i0) if columns_first else (i0, j0)
-    sch.reorder(*outer, *tiles, k0, k1, i1, jv, j1)
-    sch.reverse_compute_at(write_back, tiles[1])
+    order = (*outer, *tiles)
+    if outer and _shared_weights(sch, block) and math.prod(_extent(sch, loop) for loop in outer) > 1:
+        # Weights shared by every outer index (a dense layer on [1, 14, 14, C] channels-last
+        # data, ConvNeXt's): each block of B read once for all of them, not once per index.
+        order = (j0, *outer, i0)
+    sch.reorder(*order, k0, k1, i1, jv, j1)
+    sch.reverse_compute_at(write_back, order[-1])
     _fold_column_cut(sch, write_back)
     sch.unroll(k1)
     sch.unroll(i1)
     sch.unroll(jv)
-    _finish_tile(sch, block, write_back, j1 if width > 1 else None, (*outer, *tiles), k0, options)
+    _finish_tile(sch, block, write_back, j1 if width > 1 else None, order, k0, options)
+
+
+def _shared_weights(sch, block) -> bool:
+    """The matmul reads packed constant weights [N/16, K, 16], the same for every outer index."""
+    return sch.get(block).name_hint == MATMUL_BLOCK and any(
+        len(region.source.shape) == 3 and int(region.source.shape[-1]) == PACK
+        for region in sch.get(block).reads
+    )
 
 
 def _finish_tile(sch, block, write_back, vector, outer, first_reduction, options: ScheduleOptions) -> None:

@@ -4,6 +4,7 @@ compared with ONNX Runtime in test_scheduled_kernels.py."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -214,7 +215,8 @@ def _aligned(count: int, fill: float) -> np.ndarray:
 
 
 AWKWARD_EXTENTS = [
-    (128, 128, 50257), (3, 64, 1001), (1, 32, 37), (197, 192, 576), (5, 16, 64), (13, 64, 5003), (13, 64, 37)
+    (128, 128, 50257), (3, 64, 1001), (1, 32, 37), (197, 192, 576), (5, 16, 64), (13, 64, 5003), (13, 64, 37),
+    ((1, 14, 14), 96, 384), ((1, 7, 7), 64, 48),  # channels-last dense layers (ConvNeXt): rows of 14 and 7
 ]  # fmt: skip
 
 
@@ -222,8 +224,9 @@ AWKWARD_EXTENTS = [
 def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, depth, columns):
     """Packed matmuls whose N not even 4 divides (GPT-2's LM head) compute padded register
     tiles and store only the first N columns; an M that few row counts divide (ViT's 197
-    tokens) gets full row tiles and a predicated last one. The numbers match NumPy, and the
-    floats right after the output (a sentinel) are untouched."""
+    tokens, ConvNeXt's rows of 14 pixels under outer image dimensions) gets full row tiles
+    and a predicated last one. The numbers match NumPy, and the floats right after the
+    output (a sentinel) are untouched."""
     import tvm
     from tvm import relax
 
@@ -231,7 +234,9 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     from relay2cmake.targets import parse_targets
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((rows, depth)).astype("float32")
+    lead = rows if isinstance(rows, tuple) else (rows,)
+    rows = math.prod(lead)
+    x = rng.standard_normal((*lead, depth)).astype("float32")
     w = rng.standard_normal((depth, columns)).astype("float32")
     bb = relax.BlockBuilder()
     data = relax.Var("x", relax.TensorType(x.shape, "float32"))
@@ -246,7 +251,7 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     assert "T.vectorized" in func.script()
     library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
     buffer = _aligned(rows * columns + 64, 12345.0)
-    output = buffer[: rows * columns].reshape(rows, columns)
+    output = buffer[: rows * columns].reshape(*lead, columns)
     constant = [p for p in func.params][1]  # the packed weights, as the kernel reads them
     packed = np.zeros([int(d) for d in constant.shape], dtype="float32")
     padded = np.pad(w, [(0, 0), (0, packed.shape[0] * packed.shape[2] - columns)])
