@@ -48,6 +48,8 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         assert sum(name.startswith("winograd_product") for name in scheduled) == 1, scheduled
     if family == "awkward_family":  # the 1-D convolution runs as our 2-D one of height 1
         assert "conv2d_nhwc" in scheduled, scheduled
+        # hard-swish's clip passed the channels-last conversion (as min/max) and fused
+        assert not any("clip" in kernel for kernel in meta["kernels"]), meta["kernels"]
     # Only the 1,500-class softmax gives up its parallel loops (its row buffer is scratch).
     assert meta["serial_kernels"]["x86_64"] == (["softmax1"] if family == "dense_family" else [])
 

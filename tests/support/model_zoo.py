@@ -458,7 +458,8 @@ def awkward_family() -> onnx.ModelProto:
     grouped one with stride 2, dilation 2 and uneven padding. Last, y^T.y: a batched matmul
     whose computed right operand has N = 37 (packed at run time, rows and columns padded),
     and 2-D convolutions on an image 13 pixels wide (computed 14 wide, the last column cut):
-    1x1 with bias and relu, then 1x3 with padding."""
+    1x1 with bias and hard-swish (a clip: fused, no transposes around it), then 1x3 with
+    padding."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -479,7 +480,7 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
         helper.make_node("Reshape", ["xt", "image_shape"], ["image"]),
         helper.make_node("Conv", ["image", "wp", "bp"], ["p"]),
-        helper.make_node("Relu", ["p"], ["pr"]),
+        helper.make_node("HardSwish", ["p"], ["pr"]),
         helper.make_node("Conv", ["pr", "wq"], ["q"], pads=[0, 1, 0, 1]),
     ]
     graph = helper.make_graph(
