@@ -489,6 +489,8 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     if not options.vectorize or len(reductions) != 1:
         return False
     block = reductions[0]
+    if sch.get(block).name_hint in (CONV_BLOCK, DEPTHWISE_BLOCK, MATMUL_BLOCK):
+        return False  # their own schedules (a depthwise conv also keeps its innermost axis)
     kinds = _kinds(sch, block)
     loops = sch.get_loops(block)
     spatial = kinds.rstrip("R")

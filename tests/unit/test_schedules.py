@@ -130,6 +130,8 @@ def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     assert scheduled is not None
     extents = _vector_extents(scheduled)
     assert extents and set(extents) == {lanes}, extents
+    # the depthwise schedule's tile (the window unrolled), not the generic reduction's
+    assert len(re.findall(rf"T\.unroll\((?:T\.int64\()?{kernel}\)", scheduled.script())) >= 2
     columns, vectors = schedules._depthwise_tile(8, channels // lanes, lanes)
     assert columns * vectors <= DEPTHWISE_ACCUMULATORS[lanes]
     result = call_kernel(scheduled, [image, hwio, np.zeros(image.shape, np.float32)])
