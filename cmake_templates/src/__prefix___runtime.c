@@ -314,11 +314,35 @@ static __prefix___status __prefix___fail(__prefix___context* context, __prefix__
   return status;
 }
 
-/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out. */
+static int __prefix___overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+/* Whether output i can be computed straight into the caller's buffer: the plan allows it,
+   the buffer is aligned as the kernels assume, and it overlaps no input and no other output
+   (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
+static int __prefix___output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+  const __prefix___tensor_info* info = &__prefix___output_table[index];
+  size_t j;
+  if (!__prefix___output_direct[index] || (uintptr_t)outputs[index] % __PREFIX___WORKSPACE_ALIGNMENT != 0) return 0;
+  for (j = 0; __prefix___input_table[j].name != NULL; ++j) {
+    if (__prefix___overlaps(outputs[index], info->num_bytes, inputs[j], __prefix___input_table[j].num_bytes)) return 0;
+  }
+  for (j = 0; __prefix___output_table[j].name != NULL; ++j) {
+    if (j != index && __prefix___overlaps(outputs[index], info->num_bytes, outputs[j], __prefix___output_table[j].num_bytes)) return 0;
+  }
+  return 1;
+}
+
+/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out what
+   was not computed in place. */
 static __prefix___status __prefix___execute(__prefix___context* context, const void* const* inputs,
                                        void* const* outputs) {
   void* input_data[__PREFIX___NUM_INPUTS + 1];
+  unsigned char in_place[__PREFIX___NUM_OUTPUTS + 1];
   __prefix___context* outer = __prefix___current;
+  __prefix___status status = __PREFIX___OK;
   size_t i;
   for (i = 0; __prefix___input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -330,9 +354,15 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     }
 #endif
   }
+  for (i = 0; __prefix___output_table[i].name != NULL; ++i) {
+    in_place[i] = (unsigned char)__prefix___output_in_place(inputs, outputs, i);
+  }
   for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {
-    if (__prefix___buffer_table[i].home == __PREFIX___HOME_INPUT) {
-      context->tensors[i].data = input_data[__prefix___buffer_table[i].slot];
+    const __prefix___buffer_desc* desc = &__prefix___buffer_table[i];
+    if (desc->home == __PREFIX___HOME_INPUT) {
+      context->tensors[i].data = input_data[desc->slot];
+    } else if (desc->output >= 0 && in_place[desc->output]) {
+      context->tensors[i].data = outputs[desc->output];
     }
   }
   __prefix___current = context;
@@ -349,8 +379,8 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc == __PREFIX___BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
-      __prefix___current = outer;
-      return __PREFIX___ERROR_INVALID_INPUT;
+      status = __PREFIX___ERROR_INVALID_INPUT;
+      break;
     }
     if (rc != 0) {
       const char* parts[4];
@@ -358,12 +388,18 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
       parts[1] = step->name;
       parts[2] = " failed: ";
       parts[3] = context->message;
-      __prefix___current = outer;
       __prefix___set_message_parts(context, parts, 4);
-      return __PREFIX___ERROR_KERNEL_FAILED;
+      status = __PREFIX___ERROR_KERNEL_FAILED;
+      break;
     }
   }
   __prefix___current = outer;
+  /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
+  for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {
+    const __prefix___buffer_desc* desc = &__prefix___buffer_table[i];
+    if (desc->output >= 0 && in_place[desc->output]) context->tensors[i].data = context->arena + desc->slot;
+  }
+  if (status != __PREFIX___OK) return status;
   for (i = 0; __prefix___output_table[i].name != NULL; ++i) {
     const __prefix___tensor_info* info = &__prefix___output_table[i];
     size_t used;
@@ -376,6 +412,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
       context->extents[i] = extent;
     }
     used = __prefix___output_num_bytes(context, i);
+    if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[__prefix___output_buffers[i]].data, used);
     memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   const void* inputs[__PREFIX___NUM_INPUTS + 1];
   size_t input_bytes[__PREFIX___NUM_INPUTS + 1];
   void* outputs[__PREFIX___NUM_OUTPUTS];
+  unsigned char* output_blocks[__PREFIX___NUM_OUTPUTS];
   size_t output_bytes[__PREFIX___NUM_OUTPUTS];
   char error[512], name[256];
   __prefix___context* context = NULL;
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
 
   memset(arrays, 0, sizeof(arrays));
   memset(outputs, 0, sizeof(outputs));
+  memset(output_blocks, 0, sizeof(output_blocks));
   memset(&weights, 0, sizeof(weights));
   for (i = 1; i < argc; ++i) {
     const char* arg = argv[i];
@@ -167,11 +169,13 @@ int main(int argc, char** argv) {
   }
   for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) {
     output_bytes[k] = __prefix___output_info(k)->num_bytes;
-    outputs[k] = malloc(output_bytes[k] > 0 ? output_bytes[k] : 1);
-    if (outputs[k] == NULL) {
+    /* Aligned as the kernels want their buffers, so that run computes outputs in place. */
+    output_blocks[k] = (unsigned char*)malloc(output_bytes[k] + __PREFIX___WORKSPACE_ALIGNMENT);
+    if (output_blocks[k] == NULL) {
       fprintf(stderr, "__prefix___cli: out of memory\n");
       goto done;
     }
+    outputs[k] = output_blocks[k] + (__PREFIX___WORKSPACE_ALIGNMENT - (uintptr_t)output_blocks[k] % __PREFIX___WORKSPACE_ALIGNMENT) % __PREFIX___WORKSPACE_ALIGNMENT;
   }
   if (__prefix___weights_external()) {
     /* Read by the cli (not __prefix___weights_load) so that no_malloc builds work too. */
@@ -263,6 +267,6 @@ done:
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
   /* The weights stay attached to the library until exit; freeing them is the last step. */
   npy_free_blob(&weights);
-  for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) free(outputs[k]);
+  for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) free(output_blocks[k]);
   return exit_code;
 }

@@ -123,6 +123,7 @@ class BufferView:
     shape_symbol: str
     shape_text: str
     slot: int  # arena offset, input index or constant index, by home
+    output: int  # the output it may be computed into directly, or -1
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ class PackageView:
     input_alignment_note: str
     input_staging: tuple[int, ...]
     output_buffers: tuple[int, ...]
+    output_direct: tuple[int, ...]  # 1 where output i may be computed in the caller's buffer
     output_extent_buffers: tuple[int, ...]  # -1: static shape
     max_output_ndim: int
     weights_file: str
@@ -328,6 +330,7 @@ def build_view(
                 shape_symbol=shapes.symbol(b.shape),
                 shape_text=_shape_text(b.shape),
                 slot=b.slot,
+                output=b.output,
             )
         )
 
@@ -439,6 +442,7 @@ def build_view(
         ),
         input_staging=tuple(plan.input_staging or ()),
         output_buffers=tuple(plan.output_buffers),
+        output_direct=tuple(int(any(b.output == i for b in plan.buffers)) for i in range(len(plan.outputs))),
         output_extent_buffers=tuple(-1 if o.extent_buffer is None else o.extent_buffer for o in plan.outputs),
         max_output_ndim=max((len(o.shape) for o in plan.outputs), default=0),
         weights_file=weights_file_path(prefix),

@@ -459,7 +459,8 @@ def awkward_family() -> onnx.ModelProto:
     whose computed right operand has N = 37 (packed at run time, rows and columns padded),
     and 2-D convolutions on an image 13 pixels wide (computed 14 wide, the last column cut):
     1x1 with bias and hard-swish (a clip: fused, no transposes around it), then 1x3 with
-    padding."""
+    padding. And a dense layer under outer dimensions ([1, 2, 26, 16] x [16, 40]: the weights
+    read once for both outer indices, rows of 26 in predicated tiles of 4)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -482,6 +483,8 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Conv", ["image", "wp", "bp"], ["p"]),
         helper.make_node("HardSwish", ["p"], ["pr"]),
         helper.make_node("Conv", ["pr", "wq"], ["q"], pads=[0, 1, 0, 1]),
+        helper.make_node("Reshape", ["x", "rows_shape"], ["x4"]),
+        helper.make_node("MatMul", ["x4", "wr"], ["r"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -492,6 +495,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("c", [1, 8, 32]),
             _float_info("g", [1, 37, 37]),
             _float_info("q", [1, 24, 1, 13]),
+            _float_info("r", [1, 2, 26, 40]),
         ],
         initializer=[
             _const("w1", w1),
@@ -504,6 +508,8 @@ def awkward_family() -> onnx.ModelProto:
             _const("wp", (rng.standard_normal((32, 64, 1, 1)) / 8).astype(np.float32)),
             _const("bp", (0.1 * rng.standard_normal(32)).astype(np.float32)),
             _const("wq", (rng.standard_normal((24, 32, 1, 3)) / 9).astype(np.float32)),
+            _const("rows_shape", np.array([1, 2, 26, 16], np.int64)),
+            _const("wr", (rng.standard_normal((16, 40)) / 4).astype(np.float32)),
         ],
     )
     return _model(graph)

@@ -90,6 +90,7 @@ typedef struct awkwardnames_buffer_desc {
   int32_t ndim;
   const int64_t* shape;
   size_t slot;         /* arena offset, input index, or constant index */
+  int32_t output;      /* the output computed in the caller's buffer when it allows, or -1 */
 } awkwardnames_buffer_desc;
 
 typedef struct awkwardnames_arg_desc {
@@ -126,6 +127,7 @@ extern const size_t awkwardnames_input_staging[];  /* arena offset for a misalig
 extern const uint32_t awkwardnames_output_buffers[];  /* buffer holding each output */
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t awkwardnames_output_extent_buffers[];
+extern const uint8_t awkwardnames_output_direct[];
 extern const unsigned char* const awkwardnames_constant_data[];  /* embedded weights */
 extern const size_t awkwardnames_constant_offsets[];  /* in the weights file */
 extern const unsigned char awkwardnames_weights_sha256[32];  /* of the weights file */

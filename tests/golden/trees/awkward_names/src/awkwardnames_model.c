@@ -50,6 +50,8 @@ const size_t awkwardnames_input_staging[] = { 0u, 64u, 0u };
 const uint32_t awkwardnames_output_buffers[] = { 2u, 3u, 4u, 0u };
 
 const int32_t awkwardnames_output_extent_buffers[] = { -1, -1, -1, -1 };
+/* 1: output i may be computed straight into the caller's buffer (see _buffer_desc.output). */
+const uint8_t awkwardnames_output_direct[] = { 1u, 1u, 1u, 0u };
 
 #ifndef AWKWARDNAMES_EXTERNAL_WEIGHTS
 const unsigned char* const awkwardnames_constant_data[] = {
@@ -62,12 +64,12 @@ const size_t awkwardnames_constant_offsets[] = { 0u };
 const unsigned char awkwardnames_weights_sha256[32] = { 0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55 };
 
 const awkwardnames_buffer_desc awkwardnames_buffer_table[] = {
-  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 0u },  /* #0 float32[2, 3] */
-  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 1u },  /* #1 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u },  /* #2 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 192u },  /* #3 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u },  /* #4 float32[2, 3] */
-  { 0, 0, 0, 0, NULL, 0u }
+  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 0u, -1 },  /* #0 float32[2, 3] */
+  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 1u, -1 },  /* #1 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u, 0 },  /* #2 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 192u, 1 },  /* #3 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u, 2 },  /* #4 float32[2, 3] */
+  { 0, 0, 0, 0, NULL, 0u, -1 }
 };
 
 const awkwardnames_arg_desc awkwardnames_arg_table[] = {

@@ -317,11 +317,35 @@ static awkwardnames_status awkwardnames_fail(awkwardnames_context* context, awkw
   return status;
 }
 
-/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out. */
+static int awkwardnames_overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+/* Whether output i can be computed straight into the caller's buffer: the plan allows it,
+   the buffer is aligned as the kernels assume, and it overlaps no input and no other output
+   (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
+static int awkwardnames_output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+  const awkwardnames_tensor_info* info = &awkwardnames_output_table[index];
+  size_t j;
+  if (!awkwardnames_output_direct[index] || (uintptr_t)outputs[index] % AWKWARDNAMES_WORKSPACE_ALIGNMENT != 0) return 0;
+  for (j = 0; awkwardnames_input_table[j].name != NULL; ++j) {
+    if (awkwardnames_overlaps(outputs[index], info->num_bytes, inputs[j], awkwardnames_input_table[j].num_bytes)) return 0;
+  }
+  for (j = 0; awkwardnames_output_table[j].name != NULL; ++j) {
+    if (j != index && awkwardnames_overlaps(outputs[index], info->num_bytes, outputs[j], awkwardnames_output_table[j].num_bytes)) return 0;
+  }
+  return 1;
+}
+
+/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out what
+   was not computed in place. */
 static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, const void* const* inputs,
                                        void* const* outputs) {
   void* input_data[AWKWARDNAMES_NUM_INPUTS + 1];
+  unsigned char in_place[AWKWARDNAMES_NUM_OUTPUTS + 1];
   awkwardnames_context* outer = awkwardnames_current;
+  awkwardnames_status status = AWKWARDNAMES_OK;
   size_t i;
   for (i = 0; awkwardnames_input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -333,9 +357,15 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     }
 #endif
   }
+  for (i = 0; awkwardnames_output_table[i].name != NULL; ++i) {
+    in_place[i] = (unsigned char)awkwardnames_output_in_place(inputs, outputs, i);
+  }
   for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {
-    if (awkwardnames_buffer_table[i].home == AWKWARDNAMES_HOME_INPUT) {
-      context->tensors[i].data = input_data[awkwardnames_buffer_table[i].slot];
+    const awkwardnames_buffer_desc* desc = &awkwardnames_buffer_table[i];
+    if (desc->home == AWKWARDNAMES_HOME_INPUT) {
+      context->tensors[i].data = input_data[desc->slot];
+    } else if (desc->output >= 0 && in_place[desc->output]) {
+      context->tensors[i].data = outputs[desc->output];
     }
   }
   awkwardnames_current = context;
@@ -352,8 +382,8 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc == AWKWARDNAMES_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
-      awkwardnames_current = outer;
-      return AWKWARDNAMES_ERROR_INVALID_INPUT;
+      status = AWKWARDNAMES_ERROR_INVALID_INPUT;
+      break;
     }
     if (rc != 0) {
       const char* parts[4];
@@ -361,12 +391,18 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
       parts[1] = step->name;
       parts[2] = " failed: ";
       parts[3] = context->message;
-      awkwardnames_current = outer;
       awkwardnames_set_message_parts(context, parts, 4);
-      return AWKWARDNAMES_ERROR_KERNEL_FAILED;
+      status = AWKWARDNAMES_ERROR_KERNEL_FAILED;
+      break;
     }
   }
   awkwardnames_current = outer;
+  /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
+  for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {
+    const awkwardnames_buffer_desc* desc = &awkwardnames_buffer_table[i];
+    if (desc->output >= 0 && in_place[desc->output]) context->tensors[i].data = context->arena + desc->slot;
+  }
+  if (status != AWKWARDNAMES_OK) return status;
   for (i = 0; awkwardnames_output_table[i].name != NULL; ++i) {
     const awkwardnames_tensor_info* info = &awkwardnames_output_table[i];
     size_t used;
@@ -379,6 +415,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
       context->extents[i] = extent;
     }
     used = awkwardnames_output_num_bytes(context, i);
+    if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[awkwardnames_output_buffers[i]].data, used);
     memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);

@@ -90,6 +90,7 @@ typedef struct passthrough_buffer_desc {
   int32_t ndim;
   const int64_t* shape;
   size_t slot;         /* arena offset, input index, or constant index */
+  int32_t output;      /* the output computed in the caller's buffer when it allows, or -1 */
 } passthrough_buffer_desc;
 
 typedef struct passthrough_arg_desc {
@@ -126,6 +127,7 @@ extern const size_t passthrough_input_staging[];  /* arena offset for a misalign
 extern const uint32_t passthrough_output_buffers[];  /* buffer holding each output */
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t passthrough_output_extent_buffers[];
+extern const uint8_t passthrough_output_direct[];
 extern const unsigned char* const passthrough_constant_data[];  /* embedded weights */
 extern const size_t passthrough_constant_offsets[];  /* in the weights file */
 extern const unsigned char passthrough_weights_sha256[32];  /* of the weights file */

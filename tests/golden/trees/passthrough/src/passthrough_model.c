@@ -48,6 +48,8 @@ const size_t passthrough_input_staging[] = { 0u, 0u };
 const uint32_t passthrough_output_buffers[] = { 0u, 1u, 2u, 0u };
 
 const int32_t passthrough_output_extent_buffers[] = { -1, -1, -1, -1 };
+/* 1: output i may be computed straight into the caller's buffer (see _buffer_desc.output). */
+const uint8_t passthrough_output_direct[] = { 0u, 1u, 0u, 0u };
 
 #ifndef PASSTHROUGH_EXTERNAL_WEIGHTS
 const unsigned char* const passthrough_constant_data[] = {
@@ -61,10 +63,10 @@ const size_t passthrough_constant_offsets[] = { 0u, 0u };
 const unsigned char passthrough_weights_sha256[32] = { 0x63, 0xf3, 0xd2, 0x02, 0xf7, 0xd7, 0xf6, 0xb4, 0x2d, 0xac, 0x09, 0x9b, 0xe1, 0x12, 0xe7, 0x61, 0x9f, 0x8b, 0x88, 0x98, 0xea, 0xf4, 0xe9, 0xb3, 0x29, 0x3a, 0x70, 0xbd, 0x76, 0x95, 0xcf, 0x93 };
 
 const passthrough_buffer_desc passthrough_buffer_table[] = {
-  { PASSTHROUGH_HOME_INPUT, 2, 32, 2, passthrough_shape_0, 0u },  /* #0 float32[2, 5] */
-  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 64u },  /* #1 float32[2, 5] */
-  { PASSTHROUGH_HOME_CONSTANT, 2, 32, 2, passthrough_shape_1, 0u },  /* #2 float32[2, 3] */
-  { 0, 0, 0, 0, NULL, 0u }
+  { PASSTHROUGH_HOME_INPUT, 2, 32, 2, passthrough_shape_0, 0u, -1 },  /* #0 float32[2, 5] */
+  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 64u, 1 },  /* #1 float32[2, 5] */
+  { PASSTHROUGH_HOME_CONSTANT, 2, 32, 2, passthrough_shape_1, 0u, -1 },  /* #2 float32[2, 3] */
+  { 0, 0, 0, 0, NULL, 0u, -1 }
 };
 
 const passthrough_arg_desc passthrough_arg_table[] = {

@@ -317,11 +317,35 @@ static passthrough_status passthrough_fail(passthrough_context* context, passthr
   return status;
 }
 
-/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out. */
+static int passthrough_overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+/* Whether output i can be computed straight into the caller's buffer: the plan allows it,
+   the buffer is aligned as the kernels assume, and it overlaps no input and no other output
+   (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
+static int passthrough_output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+  const passthrough_tensor_info* info = &passthrough_output_table[index];
+  size_t j;
+  if (!passthrough_output_direct[index] || (uintptr_t)outputs[index] % PASSTHROUGH_WORKSPACE_ALIGNMENT != 0) return 0;
+  for (j = 0; passthrough_input_table[j].name != NULL; ++j) {
+    if (passthrough_overlaps(outputs[index], info->num_bytes, inputs[j], passthrough_input_table[j].num_bytes)) return 0;
+  }
+  for (j = 0; passthrough_output_table[j].name != NULL; ++j) {
+    if (j != index && passthrough_overlaps(outputs[index], info->num_bytes, outputs[j], passthrough_output_table[j].num_bytes)) return 0;
+  }
+  return 1;
+}
+
+/* Inputs and outputs are checked; now bind, run every kernel in order, and copy out what
+   was not computed in place. */
 static passthrough_status passthrough_execute(passthrough_context* context, const void* const* inputs,
                                        void* const* outputs) {
   void* input_data[PASSTHROUGH_NUM_INPUTS + 1];
+  unsigned char in_place[PASSTHROUGH_NUM_OUTPUTS + 1];
   passthrough_context* outer = passthrough_current;
+  passthrough_status status = PASSTHROUGH_OK;
   size_t i;
   for (i = 0; passthrough_input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -333,9 +357,15 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     }
 #endif
   }
+  for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
+    in_place[i] = (unsigned char)passthrough_output_in_place(inputs, outputs, i);
+  }
   for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
-    if (passthrough_buffer_table[i].home == PASSTHROUGH_HOME_INPUT) {
-      context->tensors[i].data = input_data[passthrough_buffer_table[i].slot];
+    const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
+    if (desc->home == PASSTHROUGH_HOME_INPUT) {
+      context->tensors[i].data = input_data[desc->slot];
+    } else if (desc->output >= 0 && in_place[desc->output]) {
+      context->tensors[i].data = outputs[desc->output];
     }
   }
   passthrough_current = context;
@@ -352,8 +382,8 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
     if (rc == PASSTHROUGH_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
-      passthrough_current = outer;
-      return PASSTHROUGH_ERROR_INVALID_INPUT;
+      status = PASSTHROUGH_ERROR_INVALID_INPUT;
+      break;
     }
     if (rc != 0) {
       const char* parts[4];
@@ -361,12 +391,18 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
       parts[1] = step->name;
       parts[2] = " failed: ";
       parts[3] = context->message;
-      passthrough_current = outer;
       passthrough_set_message_parts(context, parts, 4);
-      return PASSTHROUGH_ERROR_KERNEL_FAILED;
+      status = PASSTHROUGH_ERROR_KERNEL_FAILED;
+      break;
     }
   }
   passthrough_current = outer;
+  /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
+  for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
+    const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
+    if (desc->output >= 0 && in_place[desc->output]) context->tensors[i].data = context->arena + desc->slot;
+  }
+  if (status != PASSTHROUGH_OK) return status;
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
     const passthrough_tensor_info* info = &passthrough_output_table[i];
     size_t used;
@@ -379,6 +415,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
       context->extents[i] = extent;
     }
     used = passthrough_output_num_bytes(context, i);
+    if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[passthrough_output_buffers[i]].data, used);
     memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);

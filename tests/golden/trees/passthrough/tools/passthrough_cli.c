@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   const void* inputs[PASSTHROUGH_NUM_INPUTS + 1];
   size_t input_bytes[PASSTHROUGH_NUM_INPUTS + 1];
   void* outputs[PASSTHROUGH_NUM_OUTPUTS];
+  unsigned char* output_blocks[PASSTHROUGH_NUM_OUTPUTS];
   size_t output_bytes[PASSTHROUGH_NUM_OUTPUTS];
   char error[512], name[256];
   passthrough_context* context = NULL;
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
 
   memset(arrays, 0, sizeof(arrays));
   memset(outputs, 0, sizeof(outputs));
+  memset(output_blocks, 0, sizeof(output_blocks));
   memset(&weights, 0, sizeof(weights));
   for (i = 1; i < argc; ++i) {
     const char* arg = argv[i];
@@ -170,11 +172,13 @@ int main(int argc, char** argv) {
   }
   for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) {
     output_bytes[k] = passthrough_output_info(k)->num_bytes;
-    outputs[k] = malloc(output_bytes[k] > 0 ? output_bytes[k] : 1);
-    if (outputs[k] == NULL) {
+    /* Aligned as the kernels want their buffers, so that run computes outputs in place. */
+    output_blocks[k] = (unsigned char*)malloc(output_bytes[k] + PASSTHROUGH_WORKSPACE_ALIGNMENT);
+    if (output_blocks[k] == NULL) {
       fprintf(stderr, "passthrough_cli: out of memory\n");
       goto done;
     }
+    outputs[k] = output_blocks[k] + (PASSTHROUGH_WORKSPACE_ALIGNMENT - (uintptr_t)output_blocks[k] % PASSTHROUGH_WORKSPACE_ALIGNMENT) % PASSTHROUGH_WORKSPACE_ALIGNMENT;
   }
   if (passthrough_weights_external()) {
     /* Read by the cli (not passthrough_weights_load) so that no_malloc builds work too. */
@@ -266,6 +270,6 @@ done:
   for (k = 0; k < num_paths; ++k) npy_free(&arrays[k]);
   /* The weights stay attached to the library until exit; freeing them is the last step. */
   npy_free_blob(&weights);
-  for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) free(outputs[k]);
+  for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) free(output_blocks[k]);
   return exit_code;
 }
