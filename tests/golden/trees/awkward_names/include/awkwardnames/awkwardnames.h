@@ -197,7 +197,10 @@ AWKWARDNAMES_API size_t awkwardnames_output_num_elements(const awkwardnames_cont
 /* ... and its bytes: what run() wrote densely at the start of the output's buffer. */
 AWKWARDNAMES_API size_t awkwardnames_output_num_bytes(const awkwardnames_context* context, size_t index);
 
-/* Run the model on named, typed buffers. */
+/* Run the model on named, typed buffers. An output buffer that is
+ * AWKWARDNAMES_WORKSPACE_ALIGNMENT-aligned and overlaps no input or other output is written
+ * by the kernels themselves; any other gets the result copied in at the end (for a large
+ * output, such as a language model's logits, the copy can cost a third of the run). */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run(awkwardnames_context* context, const awkwardnames_inputs* inputs,
                                   const awkwardnames_outputs* outputs);
 

@@ -191,7 +191,10 @@ PASSTHROUGH_API size_t passthrough_output_num_elements(const passthrough_context
 /* ... and its bytes: what run() wrote densely at the start of the output's buffer. */
 PASSTHROUGH_API size_t passthrough_output_num_bytes(const passthrough_context* context, size_t index);
 
-/* Run the model on named, typed buffers. */
+/* Run the model on named, typed buffers. An output buffer that is
+ * PASSTHROUGH_WORKSPACE_ALIGNMENT-aligned and overlaps no input or other output is written
+ * by the kernels themselves; any other gets the result copied in at the end (for a large
+ * output, such as a language model's logits, the copy can cost a third of the run). */
 PASSTHROUGH_API passthrough_status passthrough_run(passthrough_context* context, const passthrough_inputs* inputs,
                                   const passthrough_outputs* outputs);
 
