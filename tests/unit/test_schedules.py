@@ -17,6 +17,7 @@ from relay2cmake.lower.rewrites import packed_matmul
 from relay2cmake.lower.schedules import ScheduleOptions, _vector_width, schedule_function
 
 AVX512 = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False)
+AVX2 = ScheduleOptions(vector_lanes=8, vectorize=True, parallel=False)
 
 
 def test_vector_width_halves_until_it_divides():
@@ -107,6 +108,33 @@ def test_depthwise_reads_the_padding_inline(stride):
         for rx in range(3)
     )
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("size", "in_channels", "channels"), [(28, 58, 58), (10, 64, 546), (13, 32, 22)])
+def test_conv_with_channels_4_does_not_divide_is_vectorized_and_stays_in_bounds(size, in_channels, channels):
+    """ShuffleNet's 58 and an SSD head's 546 output channels: the padded channels of the
+    packed weights are computed with vector tiles and only the real ones stored (13 wide: the
+    width is padded too); numpy's numbers, and a sentinel after the output untouched."""
+    import tvm
+    from tvm import te
+
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
+    w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
+    packed = nhwc._packed(w)
+    data = te.placeholder(x.shape, name="data")
+    weight = te.placeholder(packed.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX2)
+    assert scheduled is not None and 8 in _vector_extents(scheduled)
+    count = size * size * channels
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(1, size, size, channels)
+    library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": "haswell"})
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
+    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
 
 
 @pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
