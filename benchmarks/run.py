@@ -471,10 +471,9 @@ def _kernel_goal_section(passed: list[dict], own_peak: float, peak: dict) -> lis
         "",
         "## Conv and matmul kernels against the peak (1 thread)",
         "",
-        f"Measured single-core fp32 peak (`benchmarks/peak.c`, FMA chains in registers): "
-        f"{peak.get('native', 0):.0f} GFLOPS with this CPU's widest vectors, "
-        f"{peak.get('x86-64-v3', 0):.0f} with AVX2; % of peak is against {own_peak:.0f}, the figure for "
-        "the set the packages ran. Each kernel is timed alone with warm caches by TVM's "
+        f"Measured single-core fp32 peak (`benchmarks/peak.c`, FMA chains in registers) for the "
+        f"vectors of the kernel set the packages ran: {own_peak:.0f} GFLOPS. Each kernel is timed "
+        "alone with warm caches by TVM's "
         "`time_evaluator`, with TVM's estimate of its work; kernels under "
         f"{kernels.MEMORY_BOUND_INTENSITY} flop per operand byte count as memory-bound. *work at goal*: "
         f"the share of the compute-bound conv/matmul work done at {GOAL_SHARE:.0%} of peak or more. "
