@@ -360,7 +360,7 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
     lines += _busy_section(passed)
     lines += _worst_section(passed, own_peak)
     lines += _before_after(passed)
-    lines += _kernel_goal_section(passed, own_peak, peak)
+    lines += _kernel_goal_section(passed, own_peak)
     failed = [r for r in results if r["status"] != "pass"]
     if failed:
         lines += ["", "## Not measured", ""]
@@ -466,7 +466,7 @@ def _before_after(passed: list[dict]) -> list[str]:
     return lines
 
 
-def _kernel_goal_section(passed: list[dict], own_peak: float, peak: dict) -> list[str]:
+def _kernel_goal_section(passed: list[dict], own_peak: float) -> list[str]:
     lines = [
         "",
         "## Conv and matmul kernels against the peak (1 thread)",
