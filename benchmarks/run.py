@@ -141,12 +141,11 @@ def _runs_for(ms: float) -> int:
 def measure(cli: Path, inputs: list[Path], runtime_model: Path, feeds: Path, modes: list[str], work: Path):
     """Round medians per mode, thread count and runtime, the three interleaved in each round."""
     times: dict = {}
-    kernel_set = "?"
+    first, kernel_set = ours_median_ms(cli, inputs, 1, 3, work / "out")  # sizes every median
+    runs = _runs_for(first)
     for threads in THREADS:
         workers = {r: Worker(r, runtime_model, feeds, threads) for r in RUNTIMES}
         try:
-            first, kernel_set = ours_median_ms(cli, inputs, 1, 3, work / "out")
-            runs = _runs_for(first)
             for mode in modes:
                 rounds: dict[str, list[float]] = {"ours": [], **{r: [] for r in RUNTIMES}}
                 with Neighbour(mode == "busy"):
