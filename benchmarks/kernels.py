@@ -116,7 +116,7 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
     import tvm
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.lower.pipeline import build_context, scheduled_kernels
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]
@@ -127,7 +127,8 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
     rows = []
     for gv in scheduled.get_global_vars():
         func = scheduled[gv]
-        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+        with build_context():
+            library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
         evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device)).results))
         name = gv.name_hint

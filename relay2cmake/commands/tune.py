@@ -44,7 +44,9 @@ def _seconds(func, target) -> float:
     import numpy as np
     import tvm
 
-    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True}):
+    from relay2cmake.lower.pipeline import build_context
+
+    with build_context():
         library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target)
     device = tvm.cpu()
     rng = np.random.default_rng(0)

@@ -28,13 +28,14 @@ from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
 from relay2cmake.lower.rewrites.packed_matmul import pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
-from relay2cmake.lower.schedules import ScheduleOptions, schedule_function, schedule_module
+from relay2cmake.lower.schedules import PARTITION_LIKELY, ScheduleOptions, schedule_function, schedule_module
 from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
 
 if TYPE_CHECKING:
     from tvm import relax
     from tvm.ir import IRModule
+    from tvm.transform import PassContext
 
 
 def needs_aligned_inputs(targets: tuple[KernelTarget, ...]) -> bool:
@@ -103,11 +104,19 @@ def _called_prim_funcs(main, module) -> list:
     return list(seen.values())
 
 
+def build_context() -> PassContext:
+    """The PassContext every kernel is built in (gen, the tuner, the kernel benchmark): no
+    per-call argument checks (the driver validates every buffer it passes), and vector tails
+    split off their loops (``schedules.likely_vector_tails``)."""
+    import tvm
+
+    return tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True, **PARTITION_LIKELY})
+
+
 def _build(prims, target, what: str):
     import tvm
 
-    # The driver validates every buffer it passes, so per-call argument checks are dead weight.
-    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True}):
+    with build_context():
         try:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             return tvm.tirx.build(nan_propagating(prims), target=target)

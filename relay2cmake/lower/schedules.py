@@ -533,9 +533,71 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
 def schedule_function(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
     """``func`` scheduled when it matches a pattern, else ``None``."""
     try:
-        return _schedule(func, options)
+        scheduled = _schedule(func, options)
     except Exception:  # a primitive refused this instance, or the function has no blocks
         return None  # (hand-written TIR such as scatter): TVM's default lowering stays
+    return None if scheduled is None else likely_vector_tails(scheduled)
+
+
+# The build option that makes TVM's LoopPartition split a loop at a ``likely`` condition
+# (constant-extent loops are left whole by default). TVM's own lowerings emit no ``likely``
+# (the objects of GPT-2, ResNet-18, EfficientNet-B0, ViT and DenseNet-121 are byte-identical
+# with and without it), so it acts on the conditions below only.
+PARTITION_LIKELY = {"s_tir.LoopPartition": {"partition_const_loop": True}}
+
+
+def likely_vector_tails(func: PrimFunc) -> PrimFunc:
+    """Block predicates that depend on a vectorized loop's lanes marked ``likely``.
+
+    Such a predicate is a cut of padded columns (an LM head's N = 50257, padded output
+    channels): true for every tile but the last. As it stands TVM scalarizes the store of
+    every tile, one compare and one extract per element (GPT-2's LM head spent 20-40% of its
+    time there); marked ``likely``, LoopPartition (``PARTITION_LIKELY``) splits the tile loop
+    into full tiles, stored as whole vectors, and the predicated last one."""
+    import tvm_ffi
+    from tvm import s_tir, tirx
+
+    def in_loop(loop):
+        def on_lanes(term) -> bool:
+            return any(v.same_as(loop.loop_var) for v in tirx.analysis.undefined_vars(term))
+
+        def marked(term):
+            if isinstance(term, tirx.And):  # a cut of padded rows and columns: mark the columns'
+                return tirx.And(marked(term.a), marked(term.b))
+            return tirx.likely(term) if on_lanes(term) and _splittable(term) else term
+
+        def mark(realize):
+            predicate = realize.predicate
+            if isinstance(predicate, tirx.IntImm) or not on_lanes(predicate):
+                return realize
+            return s_tir.SBlockRealize(realize.iter_values, marked(predicate), realize.block)
+
+        return tvm_ffi.structural_map(loop, [(s_tir.SBlockRealize, mark)])
+
+    def visit(loop):
+        return in_loop(loop) if loop.kind == tirx.ForKind.VECTORIZED else loop
+
+    return tvm_ffi.structural_map(func, [(tirx.For, visit)])
+
+
+def _splittable(term) -> bool:
+    """A tail condition LoopPartition can split at: not already ``likely``, and no modulo (a
+    column tile index ``fused % n`` of rows-first tiles has no single split point, and TVM then
+    makes unrolled loops of non-constant extent, which it cannot build)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    op = getattr(term, "op", None)  # a Call (TVM 0.27 names the op "prim.likely")
+    if op is not None and getattr(op, "name", "").endswith(".likely"):
+        return False
+    found: list[object] = []
+
+    def note(expr):
+        found.append(expr)
+        return expr
+
+    tvm_ffi.structural_map(term, [((tirx.FloorMod, tirx.Mod), note)])
+    return not found
 
 
 def deep_copy(func: PrimFunc) -> PrimFunc:

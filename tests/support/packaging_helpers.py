@@ -159,12 +159,14 @@ def call_kernel(func, arrays: list[np.ndarray]) -> np.ndarray:
     has it), calls it on ``arrays`` and returns the last one (the output) afterwards."""
     import tvm
 
+    from relay2cmake.lower.pipeline import build_context
     from relay2cmake.targets import host_runs_wide, parse_targets
 
     target = parse_targets(["x86_64"])[-1]
     if host_runs_wide():
         target = target.wide_variant()
-    library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
     tensors = [tvm.runtime.tensor(a) for a in arrays]
     library["main"](*tensors)
     return tensors[-1].numpy()
