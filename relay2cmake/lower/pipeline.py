@@ -26,9 +26,15 @@ from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
-from relay2cmake.lower.rewrites.packed_matmul import pack_matmul_weights
+from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
-from relay2cmake.lower.schedules import PARTITION_LIKELY, ScheduleOptions, schedule_function, schedule_module
+from relay2cmake.lower.schedules import (
+    PARTITION_LIKELY,
+    ScheduleOptions,
+    has_block,
+    schedule_function,
+    schedule_module,
+)
 from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
 
@@ -102,6 +108,24 @@ def _called_prim_funcs(main, module) -> list:
 
     relax.analysis.post_order_visit(main, visit)
     return list(seen.values())
+
+
+def _cut_products_tiled(prims):
+    """The C kernels as TVM lowers them, except matmuls over padded columns (packed_matmul.py's
+    cut): unscheduled, those compute the whole padded product in scratch before keeping the
+    first N columns, and the package's one arena holds that scratch for every kernel set
+    (GPT-2's LM head: 25.7 MB, as much as all its intermediates). Scheduled in scalar tiles,
+    the product lives in a tile on the stack."""
+    import tvm
+
+    options = ScheduleOptions(vector_lanes=4, vectorize=False, parallel=False)
+    functions = {}
+    for gv, func in prims.functions.items():
+        tiled = schedule_function(func, options) if has_block(func, COLUMNS_BLOCK) else None
+        functions[gv] = (
+            func if tiled is None else tiled.with_attr("global_symbol", func.attrs["global_symbol"])
+        )
+    return tvm.IRModule(functions, attrs=prims.attrs)
 
 
 def build_context() -> PassContext:
@@ -504,7 +528,7 @@ def lower(
         return LoweredModel(
             prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
-    source = _build(prims, c_target, "C code").inspect_source()
+    source = _build(_cut_products_tiled(prims) if optimise else prims, c_target, "C code").inspect_source()
     scratch = c_source.scratch_bytes(source)
     objects, skipped = {}, {}
     for target in targets:

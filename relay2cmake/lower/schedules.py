@@ -622,6 +622,25 @@ def _splittable(term) -> bool:
     return not found
 
 
+def has_block(func: object, name: str) -> bool:
+    """Whether the PrimFunc ``func`` has a block named ``name``."""
+    import tvm
+    import tvm_ffi
+    from tvm import s_tir
+
+    if not isinstance(func, tvm.tirx.PrimFunc):
+        return False
+    found: list[object] = []
+
+    def note(block):
+        if block.name_hint == name:
+            found.append(block)
+        return block
+
+    tvm_ffi.structural_map(func, [(s_tir.SBlock, note)])
+    return bool(found)
+
+
 def deep_copy(func: PrimFunc) -> PrimFunc:
     """A PrimFunc that shares nothing with ``func``: schedule primitives were seen to rewrite
     the loops of a function that shares its body with the one scheduled (``with_attr``

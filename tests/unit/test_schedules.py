@@ -341,3 +341,25 @@ def test_batched_matmul_with_computed_operand_is_packed_and_stays_in_bounds(batc
     build[product]["main"](tvm.runtime.tensor(a), packed, tvm.runtime.from_dlpack(output))
     np.testing.assert_allclose(output, a @ b, rtol=1e-4, atol=1e-4)
     assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+
+
+def test_portable_kernels_hold_no_padded_product_in_scratch():
+    """A matmul over padded columns (N = 50257 in GPT-2's LM head, here 1001) is tiled in
+    the portable C set too: its product lives in a stack tile, not in arena scratch the size
+    of the whole padded output (which the package's one arena held for every kernel set:
+    GPT-2's arena was 51.5 MB instead of 25.8)."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import lower
+
+    rows, depth, columns = 64, 32, 1001
+    w = np.random.default_rng(0).standard_normal((depth, columns)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType((rows, depth), "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
+        bb.emit_func_output(out)
+    lowered = lower(bb.get(), "t")
+    assert "r2c_matmul_columns" in lowered.code.c_source, "the product is not a padded-column cut"
+    assert max(lowered.kernel_scratch.values(), default=0) < 4096, lowered.kernel_scratch
