@@ -32,6 +32,7 @@ from relay2cmake.lower.schedules import (
     PARTITION_LIKELY,
     ScheduleOptions,
     has_block,
+    has_reduction,
     schedule_function,
     schedule_module,
 )
@@ -149,10 +150,11 @@ def _build(prims, target, what: str):
 
 
 def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase | None):
-    """The AVX-512 twin: only the kernels a default schedule (or a tuning record) applies
-    to, with symbols ``<prefix>_wide_*``; (None, {}) when there are none. The others run
-    from the default set on every CPU: TVM's unscheduled loops gain little from AVX-512, and
-    LLVM's AVX-512 code for one of them (ONNX's test_tile) computed wrong values."""
+    """The AVX-512 twin: only the kernels that reduce and that a default schedule (or a
+    tuning record) applies to, with symbols ``<prefix>_wide_*``; (None, {}) when there are
+    none. The others run from the default set on every CPU: memory-bound and unscheduled
+    loops gain little from AVX-512, and LLVM's AVX-512 code for one of them (ONNX's
+    test_tile) computed wrong values."""
     import tvm
 
     renamed = _renamed(prims, f"{prefix}_wide")
@@ -161,7 +163,8 @@ def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase 
     chosen = {
         gv: renamed[gv]
         for gv in renamed.get_global_vars()
-        if gv.name_hint in tuned or schedule_function(renamed[gv], options) is not None
+        if gv.name_hint in tuned
+        or (has_reduction(renamed[gv]) and schedule_function(renamed[gv], options) is not None)
     }
     if not chosen:
         return None, {}

@@ -540,6 +540,83 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     return True
 
 
+PARALLEL_ELEMENTS = 1 << 16  # an injective kernel smaller than this runs on the caller alone
+
+
+def _schedule_injective(sch, options: ScheduleOptions) -> bool:
+    """A kernel of spatial blocks only (concat, transposes, elementwise chains: DenseNet's
+    concat + batch norm + ReLU). TVM's default lowering computes every block into an
+    intermediate of the output's size and picks a concat's input per element through a chain
+    of conditions (DenseNet's kernels: 0.2-1.4 GFLOPS, five 2.8 MB intermediates each). Every
+    block but the output is inlined into it; its innermost loop is vectorized and the rest run
+    in parallel; a concat's conditions on the loop indices are marked ``likely`` so that
+    LoopPartition gives each input a plain loop of its own (``likely_vector_tails``'s build
+    option). False when the function has a reduction, or keeps more than one block."""
+    if not options.vectorize or _reduction_blocks(sch):
+        return False
+    root = sch.get_sblock("root")
+    blocks = sch.get_child_blocks(root)
+    if not blocks:
+        return False
+    for block in blocks[:-1]:
+        sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
+    (block,) = sch.get_child_blocks(root)
+    loops = sch.get_loops(block)
+    if len(loops) != len(sch.get(block).iter_vars):
+        return False
+    *outer, inner = loops
+    extent = _extent(sch, inner)
+    elements = math.prod(_extent(sch, loop) for loop in loops)
+    bits = max(8, int(sch.get(block).writes[0].source.dtype.bits))  # bool is a byte in memory
+    lanes = options.vector_lanes * 32 // bits
+    if extent >= lanes:  # a last vector that the extent does not fill is predicated
+        inner, vector = sch.split(inner, [None, lanes])
+        sch.vectorize(vector)
+        outer.append(inner)
+    if options.parallel and outer and elements >= PARALLEL_ELEMENTS:
+        parallel = outer[:-1] if len(outer) > 1 and _extent(sch, outer[-1]) > 1 else outer
+        sch.parallel(sch.fuse(*parallel) if len(parallel) > 1 else parallel[0])
+    return True
+
+
+def has_reduction(func: PrimFunc) -> bool:
+    """Whether ``func`` reduces (a matmul, convolution, pooling or norm) rather than only
+    moves and maps data."""
+    from tvm import s_tir
+
+    try:
+        return bool(_reduction_blocks(s_tir.Schedule(deep_copy(func))))
+    except Exception:  # no blocks (hand-written TIR)
+        return False
+
+
+def likely_index_conditions(func: PrimFunc) -> PrimFunc:
+    """``if_then_else`` conditions on loop indices only (a concat's ``192 <= c``, a pad's
+    border) marked ``likely``; conditions that read data are left alone."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    if_then_else = tvm.ir.Op.get("prim.if_then_else")
+
+    def reads_data(expr) -> bool:
+        found: list[object] = []
+
+        def note(load):
+            found.append(load)
+            return load
+
+        tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, note)])
+        return bool(found)
+
+    def mark(call):
+        if not call.op.same_as(if_then_else) or reads_data(call.args[0]) or not _splittable(call.args[0]):
+            return call
+        return tirx.if_then_else(tirx.likely(call.args[0]), call.args[1], call.args[2])
+
+    return tvm_ffi.structural_map(func, [(tvm.ir.expr.Call, mark)])
+
+
 def schedule_function(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
     """``func`` scheduled when it matches a pattern, else ``None``."""
     try:
@@ -658,6 +735,8 @@ def _schedule(func, options: ScheduleOptions):
         return sch.mod["main"]
     if _schedule_outer_axis_reduction(sch, options):
         return sch.mod["main"]
+    if _schedule_injective(sch, options):
+        return likely_index_conditions(sch.mod["main"])
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
         return None

@@ -75,7 +75,13 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
             got = np.load(out / f"output_{index}.npy")
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=label)
     # Which set ran: the AVX-512 twin on this CPU if it has AVX-512, the default set in qemu.
-    assert meta["scheduled_kernels"]["x86_64-wide"] == scheduled
+    # The twin holds the kernels that reduce; memory-bound ones run from the default set.
+    wide = meta["scheduled_kernels"]["x86_64-wide"]
+    assert set(wide) <= set(scheduled), wide
+    reducing = ("conv2d", "matmul", "winograd_product")
+    assert [k for k in scheduled if any(r in k for r in reducing)] == [
+        k for k in wide if any(r in k for r in reducing)
+    ]
     own = run([cli, "--bench", "1", "--output-dir", tmp_path / "bench", *paths]).stdout
     assert f"kernels x86_64:{'x86-64-v4' if HOST_AVX512 else 'x86-64-v3'}" in own
     if QEMU_X86 is not None:

@@ -363,3 +363,43 @@ def test_portable_kernels_hold_no_padded_product_in_scratch():
     lowered = lower(bb.get(), "t")
     assert "r2c_matmul_columns" in lowered.code.c_source, "the product is not a padded-column cut"
     assert max(lowered.kernel_scratch.values(), default=0) < 4096, lowered.kernel_scratch
+
+
+@pytest.mark.parametrize(
+    ("widths", "dtype"),
+    [((64, 32, 32, 96), "float32"), ((3, 5, 24, 1), "float32"), ((16, 48), "int8"), ((7, 9), "float64")],
+)
+def test_injective_kernels_are_vectorized_and_exact(widths, dtype):
+    """Kernels of spatial blocks only (DenseNet's concat + scale + ReLU, a transpose) are
+    scheduled: one block, vector loops, a concat's input conditions split off by
+    LoopPartition; the results equal NumPy's exactly, whatever the channel boundaries
+    (multiples of the vector width or not), tails and dtypes."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(2)
+    parts = [(rng.standard_normal((1, 6, 7, w)) * 50).astype(dtype) for w in widths]
+    total = sum(widths)
+    scale = (rng.standard_normal(total) * 3).astype(dtype)
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(p.shape, dtype)) for i, p in enumerate(parts)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            joined = bb.emit(relax.op.concat(params, axis=3))
+            scaled = bb.emit(relax.op.multiply(joined, relax.const(scale, dtype)))
+            mapped = bb.emit(relax.op.maximum(scaled, relax.const(0, dtype)))
+            out = bb.emit_output(relax.op.permute_dims(mapped, [0, 3, 1, 2]))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    assert scheduled, f"no kernel was scheduled: {[gv.name_hint for gv in kernels.get_global_vars()]}"
+    with build_context():
+        executable = tvm.compile(
+            lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
+        )
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(p) for p in parts]).numpy()
+    want = np.maximum(np.concatenate(parts, axis=3) * scale, 0).transpose(0, 3, 1, 2)
+    np.testing.assert_array_equal(got, want)
