@@ -550,8 +550,8 @@ def _schedule_injective(sch, options: ScheduleOptions) -> bool:
     of conditions (DenseNet's kernels: 0.2-1.4 GFLOPS, five 2.8 MB intermediates each). Every
     block but the output is inlined into it; its innermost loop is vectorized and the rest run
     in parallel; a concat's conditions on the loop indices are marked ``likely`` so that
-    LoopPartition gives each input a plain loop of its own (``likely_vector_tails``'s build
-    option). False when the function has a reduction, or keeps more than one block."""
+    LoopPartition gives each input a plain loop of its own (``PARTITION_LIKELY``). False when
+    the function has a reduction, or keeps more than one block."""
     if not options.vectorize or _reduction_blocks(sch):
         return False
     root = sch.get_sblock("root")
@@ -599,18 +599,9 @@ def likely_index_conditions(func: PrimFunc) -> PrimFunc:
 
     if_then_else = tvm.ir.Op.get("prim.if_then_else")
 
-    def reads_data(expr) -> bool:
-        found: list[object] = []
-
-        def note(load):
-            found.append(load)
-            return load
-
-        tvm_ffi.structural_map(expr, [(tvm.ir.TensorLoad, note)])
-        return bool(found)
-
     def mark(call):
-        if not call.op.same_as(if_then_else) or reads_data(call.args[0]) or not _splittable(call.args[0]):
+        condition = call.args[0] if call.op.same_as(if_then_else) else None
+        if condition is None or _contains(condition, tvm.ir.TensorLoad) or not _splittable(condition):
             return call
         return tirx.if_then_else(tirx.likely(call.args[0]), call.args[1], call.args[2])
 
@@ -683,38 +674,36 @@ def _splittable(term) -> bool:
     """A tail condition LoopPartition can split at: not already ``likely``, and no modulo (a
     column tile index ``fused % n`` of rows-first tiles has no single split point, and TVM then
     makes unrolled loops of non-constant extent, which it cannot build)."""
-    import tvm_ffi
     from tvm import tirx
 
     op = getattr(term, "op", None)  # a Call (TVM 0.27 names the op "prim.likely")
     if op is not None and getattr(op, "name", "").endswith(".likely"):
         return False
-    found: list[object] = []
-
-    def note(expr):
-        found.append(expr)
-        return expr
-
-    tvm_ffi.structural_map(term, [((tirx.FloorMod, tirx.Mod), note)])
-    return not found
+    return not _contains(term, (tirx.FloorMod, tirx.Mod))
 
 
 def has_block(func: object, name: str) -> bool:
     """Whether the PrimFunc ``func`` has a block named ``name``."""
     import tvm
-    import tvm_ffi
     from tvm import s_tir
 
-    if not isinstance(func, tvm.tirx.PrimFunc):
-        return False
+    return isinstance(func, tvm.tirx.PrimFunc) and _contains(
+        func, s_tir.SBlock, lambda b: b.name_hint == name
+    )
+
+
+def _contains(node, kinds, where=lambda _: True) -> bool:
+    """Whether ``node`` holds an object of the type(s) ``kinds`` for which ``where`` holds."""
+    import tvm_ffi
+
     found: list[object] = []
 
-    def note(block):
-        if block.name_hint == name:
-            found.append(block)
-        return block
+    def note(value):
+        if where(value):
+            found.append(value)
+        return value
 
-    tvm_ffi.structural_map(func, [(s_tir.SBlock, note)])
+    tvm_ffi.structural_map(node, [(kinds, note)])
     return bool(found)
 
 
