@@ -82,3 +82,7 @@ def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
     # ResNet-50's biggest (3.2 MB transformed) qualifies; a VGG layer (51 MB) does not.
     assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 56, 56, 64])
     assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 224, 224, 64])
+    # DenseNet's 128 -> 32 layers: direct at 56 x 56 (6.4 MB transformed), Winograd at 28 x 28.
+    assert not winograd.qualifies([3, 3, 128, 32], [1, 1], [1, 1], [1, 56, 56, 32])
+    assert winograd.qualifies([3, 3, 128, 32], [1, 1], [1, 1], [1, 28, 28, 32])
+    assert winograd.qualifies([3, 3, 128, 64], [1, 1], [1, 1], [1, 56, 56, 64])

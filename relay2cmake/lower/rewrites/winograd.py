@@ -48,6 +48,13 @@ MIN_TILES = 32
 # The transformed input V and the products M are 4x the conv's input and output: a 224x224
 # image with 64 channels would add 2 x 51 MB to the arena. Bigger ones stay direct.
 MAX_TRANSFORMED_BYTES = 16 << 20
+# A transformed input that outgrows the last-level cache is read by the product from memory,
+# which pays only when enough output channels share each read. Measured on DenseNet's
+# 128 -> 32 layers (AMD EPYC, AVX2, one thread, kernels alone): at 56 x 56 (6.4 MB) Winograd
+# took 1.33x the direct conv's time, at 40 x 40 (3.3 MB) 0.78x, at 28 x 28 0.62x; 128 -> 64
+# at 56 x 56 still 0.81x. The product's speed drops between 3.3 and 4.2 MB on this machine.
+CACHED_TRANSFORMED_BYTES = 4 << 20
+MIN_OUTPUT_CHANNELS_UNCACHED = 64
 
 # Block names the schedules dispatch on.
 INPUT_BLOCK = "r2c_winograd_input"
@@ -63,9 +70,11 @@ def qualifies(
 ) -> bool:
     """For a regular (groups 1) channels-last conv with a constant weight of HWIO shape
     ``kernel`` and an NHWC output of ``out_shape``: 3x3, stride 1, no dilation, enough input
-    channels and tiles, and not too big a transformed image."""
+    channels and tiles, not too big a transformed image, and enough output channels for one
+    that outgrows the cache."""
     batch, height, width, _ = out_shape
     tiles = batch * _tiles(height) * _tiles(width)
+    transformed_input = PATCH * PATCH * tiles * kernel[2] * 4
     return (
         list(kernel[:2]) == [3, 3]
         and [int(s) for s in strides] == [1, 1]
@@ -73,6 +82,7 @@ def qualifies(
         and kernel[2] >= MIN_INPUT_CHANNELS
         and tiles >= MIN_TILES
         and PATCH * PATCH * tiles * max(kernel[2], kernel[3]) * 4 <= MAX_TRANSFORMED_BYTES
+        and (transformed_input <= CACHED_TRANSFORMED_BYTES or kernel[3] >= MIN_OUTPUT_CHANNELS_UNCACHED)
     )
 
 
