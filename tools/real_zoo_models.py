@@ -670,6 +670,59 @@ MODELS: dict[str, ModelSpec] = {
         _spec("gru", "own", _recurrent("GRU", 1, False), ("output", "hidden")),
         _spec("rnn", "own", _recurrent("RNN", 2, True), ("output", "hidden")),
         _spec("recommender", "own", _recommender, ("probability",)),
+        # Added in session 11, first run at the commit that added them (models the
+        # schedules were not written for): grouped convs, ghost and pooling token mixers,
+        # MLP-Mixer, LeViT's conv-attention hybrid, MobileViT's unfold/fold, a Llama decoder
+        # (RMSNorm, rotary embeddings, grouped-query attention, SiLU gate), ALBERT's shared
+        # layers and MobileBERT's bottlenecks.
+        _spec("resnext50_32x4d", "torchvision", _torchvision("resnext50_32x4d")),
+        _spec("mnasnet0_5", "torchvision", _torchvision("mnasnet0_5")),
+        _spec("regnet_x_400mf", "torchvision", _torchvision("regnet_x_400mf")),
+        _spec("ghostnet_050", "timm", _timm("ghostnet_050")),
+        _spec("poolformer_s12", "timm", _timm("poolformer_s12")),
+        _spec("levit_128s", "timm", _timm("levit_128s")),
+        _spec("mobilevit_xs", "timm", _timm("mobilevit_xs")),
+        _spec("mixer_s16", "timm", _timm("mixer_s16_224")),
+        _spec(
+            "llama",
+            "transformers",
+            _hf_text(
+                "LlamaConfig",
+                "LlamaForCausalLM",
+                1,
+                mask=False,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=SEQ,
+            ),
+            ("logits",),
+        ),
+        _spec(
+            "albert",
+            "transformers",
+            _hf_text(
+                "AlbertConfig",
+                "AlbertModel",
+                2,
+                vocab_size=30000,
+                embedding_size=64,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=256,
+            ),
+            ("last_hidden_state", "pooler_output"),
+        ),
+        _spec(
+            "mobilebert",
+            "transformers",
+            _hf_text("MobileBertConfig", "MobileBertModel", 1, num_hidden_layers=2),
+            ("last_hidden_state",),
+        ),
     ]
 }
 
@@ -715,6 +768,17 @@ ENTRIES: list[Entry] = [
     *_entries("t5_encoder", "onnx17"),
     *_entries("whisper_encoder", "onnx17", "pt2"),
     *_entries("recommender", "onnx13", "pt2"),
+    *_entries("resnext50_32x4d", "onnx17"),
+    *_entries("mnasnet0_5", "onnx13"),
+    *_entries("regnet_x_400mf", "onnx17"),
+    *_entries("ghostnet_050", "onnx17"),
+    *_entries("poolformer_s12", "onnx17"),
+    *_entries("levit_128s", "onnx17"),
+    *_entries("mobilevit_xs", "onnx17"),
+    *_entries("mixer_s16", "onnx17"),
+    *_entries("llama", "onnx17", "pt2"),
+    *_entries("albert", "onnx17"),
+    *_entries("mobilebert", "onnx17"),
 ]
 
 
