@@ -527,8 +527,8 @@ def _ms(bench: dict | None, who: str, threads: int) -> str:
 def report_rows(results: list[dict]) -> list[str]:
     lines = [
         "| model | exporter | result | fallbacks | max abs err | max rel err | gen s | build s "
-        "| package MB | library MB | ms ours / ORT, 1 thread | ms ours / ORT, 2 threads |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| package MB | library MB | ms ours / ORT, 1 thread | ms ours / ORT, 2 threads | commit |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in results:
         cmp_ = r.get("compare") or {}
@@ -545,9 +545,30 @@ def report_rows(results: list[dict]) -> list[str]:
         lines.append(
             f"| {r['model']} | {r['exporter']} | {status} | {count or '-'} | {err} | {rel} | {gen_s} "
             f"| {build_s} | {_mb(r.get('package_bytes'))} | {_mb(r.get('library_bytes'))} "
-            f"| {_ms(b, 'ours', 1)} / {_ms(b, 'ort', 1)} | {_ms(b, 'ours', 2)} / {_ms(b, 'ort', 2)} |"
+            f"| {_ms(b, 'ours', 1)} / {_ms(b, 'ort', 1)} | {_ms(b, 'ours', 2)} / {_ms(b, 'ort', 2)} "
+            f"| {(r.get('gen') or {}).get('relay2cmake', '-')} |"
         )
     return lines
+
+
+def latency_summary(results: list[dict]) -> list[str]:
+    """The geometric mean of ours / ONNX Runtime per thread count, and the entries over 1.3."""
+    lines = []
+    for threads in (1, 2):
+        ratios = {
+            r["entry"]: r["bench"][f"ours_ms_t{threads}"] / r["bench"][f"ort_ms_t{threads}"]
+            for r in results
+            if r["status"] == "pass" and (r.get("bench") or {}).get(f"ort_ms_t{threads}")
+        }
+        if not ratios:
+            continue
+        mean = statistics.geometric_mean(ratios.values())
+        slow = ", ".join(f"{e} {v:.2f}" for e, v in sorted(ratios.items(), key=lambda kv: -kv[1]) if v > 1.3)
+        lines.append(
+            f"- {threads} thread{'s' if threads > 1 else ''}: ours / ORT geometric mean {mean:.2f} over "
+            f"{len(ratios)} entries; over 1.3x: {slow or 'none'}."
+        )
+    return [*lines, ""] if lines else []
 
 
 def write_report(target: Path = ROOT / "docs" / "models.md") -> None:
@@ -574,6 +595,7 @@ def write_report(target: Path = ROOT / "docs" / "models.md") -> None:
         "",
         *report_rows(results),
         "",
+        *latency_summary(results),
         "### Failures",
         "",
     ]
