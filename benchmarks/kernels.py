@@ -3,6 +3,7 @@ one target as `gen` does, timed alone (TVM's time_evaluator, one thread), times 
 
     .venv/bin/python benchmarks/kernels.py mobilenet            # a benchmark model by name
     .venv/bin/python benchmarks/kernels.py path/to/model.onnx --target x86_64:native --top 15
+    .venv/bin/python benchmarks/kernels.py path/to/model.pt2   # any format gen reads
 
 Prints kernels by total time, with GFLOPS from TVM's estimate of each kernel's work.
 """
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # relay2cmake from this checkout
 
 
 def _model_path(name: str, folder: Path) -> Path:
-    if name.endswith(".onnx"):
+    if name.endswith((".onnx", ".pt2", ".py")):
         return Path(name)
     import models
     import onnx

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
 from relay2cmake.lower import c_source, llvm_ir
+from relay2cmake.lower.rewrites.batch_norm import inference_batch_norm_as_affine
 from relay2cmake.lower.rewrites.c_legalize import widen_float16_mod
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
 from relay2cmake.lower.rewrites.control_flow import if_to_select
@@ -343,7 +344,8 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
     builtin (TVM's sort kernels look up the TVM runtime), NaN-keeping Sign and
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
-    are required; 1-D convolutions as 2-D ones of height 1, 2-D convolutions channels-last (3x3
+    are required; inference batch norms as a multiply-add (fusable into the convolution before
+    them), 1-D convolutions as 2-D ones of height 1, 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable are optimisations. A rewrite that
     declines part of its work (channels-last, around an operator layout conversion cannot
@@ -354,6 +356,7 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
         Rewrite("onnx-numerics", onnx_numerics, optional=False),
         Rewrite("if-to-select", if_to_select, optional=False),
         Rewrite("float16-mod", widen_float16_mod, optional=False),
+        Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes)),
         Rewrite("constant-transposes", fold_constant_transposes),

@@ -109,7 +109,8 @@ def _raising(*_args, **_kwargs):
     # channels-last in the default run: the same decline path serves every optional rewrite.
     ["channels-last"]
     + [
-        pytest.param(r, marks=pytest.mark.slow) for r in ("constant-transposes", "packed-matmul", "fast-math")
+        pytest.param(r, marks=pytest.mark.slow)
+        for r in ("batch-norm-affine", "constant-transposes", "packed-matmul", "fast-math")
     ],
 )
 def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch):

@@ -379,3 +379,38 @@ def test_every_public_function_is_annotated():
     for path in sorted(package.rglob("*.py")):
         visit(ast.parse(path.read_text()), True, path.relative_to(package))
     assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_inference_batch_norm_becomes_a_multiply_add_that_fuses(training):
+    """torch.export keeps a CNN's BatchNorms: with constant statistics an inference batch norm
+    becomes x * scale + shift (so fusion folds it into the convolution's epilogue) and
+    computes what TVM's own batch norm does; one in training mode is left alone."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.batch_norm import inference_batch_norm_as_affine
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 3, 6, 6)).astype("float32")
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    gamma, beta, mean = (rng.standard_normal(4).astype("float32") for _ in range(3))
+    var = rng.uniform(0.1, 3, 4).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(data, relax.const(w), padding=1))
+            params = [relax.const(p) for p in (gamma, beta, mean, var)]
+            norm = bb.emit(relax.op.nn.batch_norm(conv, *params, axis=1, epsilon=1e-3, training=training))
+            out = bb.emit_output(relax.op.nn.relu(relax.TupleGetItem(norm, 0)))
+        bb.emit_func_output(out)
+    module = bb.get()
+    rewritten = inference_batch_norm_as_affine(module)
+    assert ("batch_norm" in rewritten.script()) == training
+
+    def run(mod):
+        executable = tvm.compile(mod, target="llvm")
+        return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-5)
