@@ -543,40 +543,43 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
 PARALLEL_ELEMENTS = 1 << 16  # an injective kernel smaller than this runs on the caller alone
 
 
-def _schedule_injective(sch, options: ScheduleOptions) -> bool:
+def _schedule_injective(sch, options: ScheduleOptions) -> int:
     """A kernel of spatial blocks only (concat, transposes, elementwise chains: DenseNet's
     concat + batch norm + ReLU). TVM's default lowering computes every block into an
     intermediate of the output's size and picks a concat's input per element through a chain
     of conditions (DenseNet's kernels: 0.2-1.4 GFLOPS, five 2.8 MB intermediates each). Every
     block but the output is inlined into it; its innermost loop is vectorized and the rest run
     in parallel; a concat's conditions on the loop indices are marked ``likely`` so that
-    LoopPartition gives each input a plain loop of its own (``PARTITION_LIKELY``). False when
-    the function has a reduction, or keeps more than one block."""
+    LoopPartition gives each input a plain loop of its own (``PARTITION_LIKELY``). Returns
+    the width of the innermost loop's vectors (1: scalar), 0 when the function has a
+    reduction or keeps more than one block."""
     if not options.vectorize or _reduction_blocks(sch):
-        return False
+        return 0
     root = sch.get_sblock("root")
     blocks = sch.get_child_blocks(root)
     if not blocks:
-        return False
+        return 0
     for block in blocks[:-1]:
         sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
     (block,) = sch.get_child_blocks(root)
     loops = sch.get_loops(block)
     if len(loops) != len(sch.get(block).iter_vars):
-        return False
+        return 0
     *outer, inner = loops
     extent = _extent(sch, inner)
     elements = math.prod(_extent(sch, loop) for loop in loops)
     bits = max(8, int(sch.get(block).writes[0].source.dtype.bits))  # bool is a byte in memory
     lanes = options.vector_lanes * 32 // bits
-    if extent >= lanes:  # a last vector that the extent does not fill is predicated
+    if extent < lanes:
+        lanes = 1
+    else:  # a last vector that the extent does not fill is predicated
         inner, vector = sch.split(inner, [None, lanes])
         sch.vectorize(vector)
         outer.append(inner)
     if options.parallel and outer and elements >= PARALLEL_ELEMENTS:
         parallel = outer[:-1] if len(outer) > 1 and _extent(sch, outer[-1]) > 1 else outer
         sch.parallel(sch.fuse(*parallel) if len(parallel) > 1 else parallel[0])
-    return True
+    return lanes
 
 
 def has_reduction(func: PrimFunc) -> bool:
@@ -590,22 +593,53 @@ def has_reduction(func: PrimFunc) -> bool:
         return False
 
 
-def likely_index_conditions(func: PrimFunc) -> PrimFunc:
+def likely_index_conditions(func: PrimFunc, lanes: int) -> PrimFunc:
     """``if_then_else`` conditions on loop indices only (a concat's ``192 <= c``, a pad's
-    border) marked ``likely``; conditions that read data are left alone."""
+    border) marked ``likely``; conditions that read data are left alone, and so are those on
+    the innermost index unless they compare it with a multiple of ``lanes`` (the vectors
+    along it): LoopPartition would otherwise cut a vector loop to a variable extent, which
+    TVM cannot build (GhostNet's concat of 6 + 6 channels)."""
     import tvm
     import tvm_ffi
     from tvm import tirx
 
     if_then_else = tvm.ir.Op.get("prim.if_then_else")
 
+    (block,) = _blocks(func)
+    innermost = block.iter_vars[-1].var
+
     def mark(call):
         condition = call.args[0] if call.op.same_as(if_then_else) else None
         if condition is None or _contains(condition, tvm.ir.TensorLoad) or not _splittable(condition):
             return call
-        return tirx.if_then_else(tirx.likely(call.args[0]), call.args[1], call.args[2])
+        on_innermost = any(v.same_as(innermost) for v in tirx.analysis.undefined_vars(condition))
+        if on_innermost and _split_point(condition, innermost) % lanes != 0:
+            return call
+        return tirx.if_then_else(tirx.likely(condition), call.args[1], call.args[2])
 
     return tvm_ffi.structural_map(func, [(tvm.ir.expr.Call, mark)])
+
+
+def _blocks(func) -> list:
+    from tvm import s_tir
+
+    return _collect(func, s_tir.SBlock, lambda block: block.name_hint != "root")
+
+
+def _split_point(condition, var) -> int:
+    """Where ``condition``, a comparison of ``var`` with a constant, changes value (-1, never
+    a multiple of anything, for any other condition)."""
+    from tvm import tirx
+
+    kinds = {tirx.LT: (0, 1), tirx.LE: (1, 0), tirx.GT: (1, 0), tirx.GE: (0, 1)}  # var left, right
+    shift = kinds.get(type(condition))
+    if shift is None:
+        return -1
+    if condition.a.same_as(var) and isinstance(condition.b, tirx.IntImm):
+        return int(condition.b.value) + shift[0]
+    if condition.b.same_as(var) and isinstance(condition.a, tirx.IntImm):
+        return int(condition.a.value) + shift[1]
+    return -1
 
 
 def schedule_function(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
@@ -694,6 +728,11 @@ def has_block(func: object, name: str) -> bool:
 
 def _contains(node, kinds, where=lambda _: True) -> bool:
     """Whether ``node`` holds an object of the type(s) ``kinds`` for which ``where`` holds."""
+    return bool(_collect(node, kinds, where))
+
+
+def _collect(node, kinds, where=lambda _: True) -> list:
+    """The objects of the type(s) ``kinds`` in ``node`` for which ``where`` holds."""
     import tvm_ffi
 
     found: list[object] = []
@@ -704,7 +743,7 @@ def _contains(node, kinds, where=lambda _: True) -> bool:
         return value
 
     tvm_ffi.structural_map(node, [(kinds, note)])
-    return bool(found)
+    return found
 
 
 def deep_copy(func: PrimFunc) -> PrimFunc:
@@ -724,8 +763,9 @@ def _schedule(func, options: ScheduleOptions):
         return sch.mod["main"]
     if _schedule_outer_axis_reduction(sch, options):
         return sch.mod["main"]
-    if _schedule_injective(sch, options):
-        return likely_index_conditions(sch.mod["main"])
+    lanes = _schedule_injective(sch, options)
+    if lanes:
+        return likely_index_conditions(sch.mod["main"], lanes)
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
         return None
