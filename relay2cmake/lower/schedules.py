@@ -541,6 +541,7 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
 
 
 PARALLEL_ELEMENTS = 1 << 16  # an injective kernel smaller than this runs on the caller alone
+INLINED_GROWTH = 3  # times its text an injective kernel may grow by inlining its blocks
 
 
 def _schedule_injective(sch, options: ScheduleOptions) -> int:
@@ -559,8 +560,13 @@ def _schedule_injective(sch, options: ScheduleOptions) -> int:
     blocks = sch.get_child_blocks(root)
     if not blocks:
         return 0
+    size = len(str(sch.mod["main"]))
     for block in blocks[:-1]:
         sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
+    if len(str(sch.mod["main"])) > INLINED_GROWTH * size:
+        # A value read several times by each consumer is copied into each read: a GRU cell's
+        # gates grew so large that building the package took minutes instead of seconds.
+        return 0
     (block,) = sch.get_child_blocks(root)
     loops = sch.get_loops(block)
     if len(loops) != len(sch.get(block).iter_vars):
