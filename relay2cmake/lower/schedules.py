@@ -591,12 +591,12 @@ def _schedule_injective(sch, options: ScheduleOptions) -> int:
 def has_reduction(func: PrimFunc) -> bool:
     """Whether ``func`` reduces (a matmul, convolution, pooling or norm) rather than only
     moves and maps data."""
-    from tvm import s_tir
+    from tvm import s_tir, tirx
 
-    try:
-        return bool(_reduction_blocks(s_tir.Schedule(deep_copy(func))))
-    except Exception:  # no blocks (hand-written TIR)
-        return False
+    def reduces(block) -> bool:
+        return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+
+    return _contains(func, s_tir.SBlock, reduces)  # no copy of the function, no Schedule
 
 
 def likely_index_conditions(func: PrimFunc, lanes: int) -> PrimFunc:
