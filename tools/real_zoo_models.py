@@ -740,7 +740,7 @@ ENTRIES: list[Entry] = [
     *_entries("mobilenet_v3_small", "onnx17", "dynamo"),
     *_entries("bert", "onnx17", "dynamo", "pt2", ci="onnx17"),
     *_entries("gpt2", "onnx17", "dynamo", "pt2", ci="pt2"),
-    *_entries("gru", "onnx11", "pt2", ci="pt2"),
+    *_entries("gru", "onnx11", "pt2"),
     *_entries("lstm", "onnx13", "pt2"),
     *_entries("rnn", "onnx17", "pt2"),
     *_entries("resnet18", "onnx13", "dynamo", "pt2"),

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK
+from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 
@@ -317,12 +317,26 @@ def _pixel_tile(height: int, width: int, vectors: int, lanes: int) -> tuple[int,
     return best[1] if best else (1, 1, 1)
 
 
+def _group_outputs(sch, block) -> int:
+    """Output channels per group of a grouped convolution: the input channels its padded
+    input has, divided by the ones each output channel reads (the ``rc`` extent), is the
+    number of groups."""
+    *_, f, _, _, rc = sch.get_loops(block)
+    channels, group_inputs = _extent(sch, f), _extent(sch, rc)
+    image = next(r.source for r in sch.get(block).reads if r.source.name == "pad_temp")
+    groups = int(image.shape[3]) // group_inputs
+    return channels // groups
+
+
 def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     """out[n, y, x, f] += pad[n, y*s + ry, x*s + rx, rc] * w[ry, rx, rc, f]: vectors along f
-    (contiguous weights and outputs), one broadcast input value per pixel of the tile."""
+    (contiguous weights and outputs), one broadcast input value per pixel of the tile. A
+    grouped convolution reads channel ``group(f) * I/groups + rc``: its vectors lie inside
+    one group (lanes dividing the group's channels), so that index is one value per vector."""
     n, y, x, f, ry, rx, rc = sch.get_loops(block)
     channels = _extent(sch, f)
-    lanes = _vector_width(channels, options)
+    grouped = sch.get(block).name_hint == GROUPED_BLOCK
+    lanes = _vector_width(_group_outputs(sch, block) if grouped else channels, options)
     rows, columns, vectors = _pixel_tile(
         _extent(sch, y), _extent(sch, x), channels // lanes, options.vector_lanes
     )
@@ -499,7 +513,7 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     if not options.vectorize or len(reductions) != 1:
         return False
     block = reductions[0]
-    if sch.get(block).name_hint in (CONV_BLOCK, DEPTHWISE_BLOCK, MATMUL_BLOCK):
+    if sch.get(block).name_hint in (CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK, MATMUL_BLOCK):
         return False  # their own schedules (a depthwise conv also keeps its innermost axis)
     kinds = _kinds(sch, block)
     loops = sch.get_loops(block)
@@ -780,7 +794,7 @@ def _schedule(func, options: ScheduleOptions):
     if len(sch.get_loops(block)) != len(kinds):
         return None  # loops and block iterators do not correspond one to one
     name = sch.get(block).name_hint
-    if name == CONV_BLOCK and kinds == "SSSSRRR":
+    if name in (CONV_BLOCK, GROUPED_BLOCK) and kinds == "SSSSRRR":
         _schedule_conv2d_nhwc(sch, block, options)
     elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
         _schedule_depthwise_nhwc(sch, block, options)

@@ -406,7 +406,7 @@ def conv_family() -> onnx.ModelProto:
     epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
     a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd),
     odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
-    block padded), and a grouped convolution (TVM's own NHWC lowering)."""
+    block padded), and a grouped convolution (two groups of 12 channels: 4-lane vectors)."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],

@@ -111,6 +111,42 @@ def test_depthwise_reads_the_padding_inline(stride):
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("groups", "group_inputs", "group_outputs", "lanes", "stride"),
+    [(32, 4, 4, 4, 1), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
+)
+def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_outputs, lanes, stride):
+    """ResNeXt's 4-channel groups (4 lanes), RegNet's 16-channel ones (8), groups with more
+    outputs than inputs and a depthwise conv with a channel multiplier: every vector lies in
+    one group, so its input is one broadcast value (no gather), and numpy's numbers."""
+    from tvm import te
+
+    rng = np.random.default_rng(groups)
+    in_channels, channels = groups * group_inputs, groups * group_outputs
+    image = rng.standard_normal((1, 9, 9, in_channels)).astype(np.float32)
+    hwio = rng.standard_normal((3, 3, group_inputs, channels)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(hwio.shape, name="weight")
+    out = nhwc._group_conv2d_nhwc(data, weight, [stride, stride], [1, 1, 1, 1], [1, 1], groups)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX2)
+    assert scheduled is not None
+    extents = _vector_extents(scheduled)
+    assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
+    assert "Ramp" not in scheduled.script() and "T.ramp" not in scheduled.script()
+    size = int(out.shape[1])
+    result = call_kernel(scheduled, [image, hwio, np.zeros((1, size, size, channels), np.float32)])
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    want = np.zeros((1, size, size, channels), np.float32)
+    for g in range(groups):
+        inputs = padded[..., g * group_inputs : (g + 1) * group_inputs]
+        outputs = slice(g * group_outputs, (g + 1) * group_outputs)
+        for ry in range(3):
+            for rx in range(3):
+                window = inputs[:, ry : ry + stride * size : stride, rx : rx + stride * size : stride]
+                want[..., outputs] += window @ hwio[ry, rx, :, outputs]
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("size", "in_channels", "channels"), [(28, 58, 58), (10, 64, 546), (13, 32, 22)])
 def test_conv_with_channels_4_does_not_divide_is_vectorized_and_stays_in_bounds(size, in_channels, channels):
     """ShuffleNet's 58 and an SSD head's 546 output channels: the padded channels of the

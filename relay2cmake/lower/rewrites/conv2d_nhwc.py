@@ -10,7 +10,7 @@ TVM's ``ConvertLayout`` moves the convolutions to NHWC and carries the layout th
 elementwise operators, pooling and reductions around them; transposes remain only where
 the graph leaves that region (the model's input, a flatten before the classifier). The
 weights' transposes are constants, folded at generation time. Float32
-convolutions with groups 1 or depthwise ones then get this module's own TE definitions,
+convolutions with groups 1, depthwise and grouped ones then get this module's own TE definitions,
 whose block names the default schedules recognise (``schedules.py``); any other
 convolution keeps TVM's NHWC legalization.
 """
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # Block names the schedules dispatch on (TVM's own NHWC convolution is "conv2d_nhwc").
 CONV_BLOCK = "r2c_conv2d_nhwc"
 DEPTHWISE_BLOCK = "r2c_depthwise_conv2d_nhwc"
+GROUPED_BLOCK = "r2c_group_conv2d_nhwc"
 
 
 def _padded(data, padding):
@@ -101,6 +102,40 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     return te.compute(shape, lambda *index: product[index], name=COLUMNS_BLOCK)
 
 
+def _group_conv2d_nhwc(data, weight, strides, padding, dilation, groups: int):
+    """A grouped convolution (ResNeXt's 32 groups, RegNet's 16-channel groups) with HWIO
+    weights [kh, kw, I / groups, O]: output channel f reads the input channels of its group,
+    (f // (O / groups)) * (I / groups) + rc. A vector of output channels inside one group
+    reads one broadcast input value per pixel, as in a regular convolution's tile."""
+    from tvm import te
+
+    batch, height, width, _ = (int(d) for d in data.shape)
+    kh, kw, group_inputs, channels = (int(d) for d in weight.shape)
+    group_outputs = channels // groups
+    sh, sw = (int(s) for s in strides)
+    dh, dw = (int(d) for d in dilation)
+    top, left, bottom, right = (int(p) for p in padding)
+    shape = (
+        batch,
+        _output_extent(height, top, bottom, kh, sh, dh),
+        _output_extent(width, left, right, kw, sw, dw),
+        channels,
+    )
+    padded = _padded(data, padding)
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, group_inputs), name="rc")
+    return te.compute(
+        shape,
+        lambda n, y, x, f: te.sum(
+            padded[n, y * sh + ry * dh, x * sw + rx * dw, f // group_outputs * group_inputs + rc]
+            * weight[ry, rx, rc, f],
+            axis=[ry, rx, rc],
+        ),
+        name=GROUPED_BLOCK,
+    )
+
+
 def _computed_width(width: int) -> int:
     """Output columns the convolution computes: an image width with no divisor from 4 to 8
     (SqueezeNet's 13 x 13 classifier) leaves the tile one pixel, every weight vector read
@@ -131,7 +166,7 @@ def _packed(weight):
 
 
 def _kind(call) -> str | None:
-    """'conv', 'depthwise' or None (not one of ours: TVM's legalization keeps it)."""
+    """'conv', 'depthwise', 'grouped' or None (not one of ours: TVM's legalization keeps it)."""
     attrs = call.attrs
     data, weight = static_shape(call.args[0]), static_shape(call.args[1])
     if (
@@ -150,6 +185,8 @@ def _kind(call) -> str | None:
         return "conv"
     if groups == channels and weight[2] == 1 and weight[3] == channels:
         return "depthwise"
+    if channels % groups == 0 and weight[3] % groups == 0 and weight[2] * groups == channels:
+        return "grouped"
     return None
 
 
@@ -305,6 +342,17 @@ def convolutions_channels_last(
             kind = _kind(call) if call.op == conv2d else None
             if kind is None:
                 return call
+            if kind == "grouped":
+                return self.builder_.call_te(
+                    _group_conv2d_nhwc,
+                    call.args[0],
+                    call.args[1],
+                    strides=list(call.attrs.strides),
+                    padding=list(call.attrs.padding),
+                    dilation=list(call.attrs.dilation),
+                    groups=int(call.attrs.groups),
+                    primfunc_name_hint="group_conv2d_nhwc",
+                )
             weight = constant_or_self(self, call.args[1])
             kernel = static_shape(call.args[1])
             channels = kernel[3]
