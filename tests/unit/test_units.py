@@ -414,3 +414,45 @@ def test_inference_batch_norm_becomes_a_multiply_add_that_fuses(training):
         return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
 
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "silu"])
+def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(activation):
+    """The dynamo exporter's single Gelu node (and gelu_tanh, SiLU) become TVM's own formulas
+    with the polynomial erf / tanh / exp: no scalar libm call in the matmul's epilogue, the
+    activation fused into the matmul's kernel, and TVM's own numbers within float32 noise."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.fast_math import vectorizable_math
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 16)) * 2).astype("float32")
+    w = rng.standard_normal((16, 24)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            product = bb.emit(relax.op.matmul(data, relax.const(w)))
+            out = bb.emit_output(getattr(relax.op.nn, activation)(product))
+        bb.emit_func_output(out)
+    module = bb.get()
+    rewritten = vectorizable_math(module)
+    assert f"R.nn.{activation}(" not in rewritten.script()
+    fused = tvm.transform.Sequential(
+        [
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(rewritten)
+    kernels = [str(gv.name_hint) for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert kernels == [f"fused_matmul_{activation}"], kernels
+    assert not re.search(r"T\.(erf|tanh|exp)\(", fused.script()), "a libm call is left"
+
+    def run(mod):
+        executable = tvm.compile(mod, target="llvm")
+        return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-6)
