@@ -250,7 +250,9 @@ def tune(
 
 @app.command()
 def inspect(
-    model: Path = typer.Argument(..., help="Model file (.onnx)."),
+    model: Path = typer.Argument(
+        ..., help="Model file: ONNX (.onnx), a PyTorch exported program (.pt2) or a TVMScript module (.py)."
+    ),
     input_shape: list[str] = typer.Option([], "--input-shape", help="Fix an input's shape, NAME=D0,D1,..."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:

@@ -1,9 +1,10 @@
 """``relay2cmake inspect``: what a model needs, in seconds, before anyone waits for a build.
 
-Reads the ONNX graph only (no TVM lowering): inputs and outputs with symbolic dimensions,
-an operator histogram, parameter bytes, the operators that cannot be lowered, and an
-estimate of the arena from ONNX shape inference and node order (before fusion, so an upper
-bound of what ``gen`` plans for intermediates).
+The report is the same for every format; ``.pt2`` and TVMScript files are read in
+``inspect_programs.py``. For ONNX it reads the graph only (no TVM lowering): inputs and
+outputs with symbolic dimensions, an operator histogram, parameter bytes, the operators
+that cannot be lowered, and an estimate of the arena from ONNX shape inference and node
+order (before fusion, so an upper bound of what ``gen`` plans for intermediates).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class TensorReport:
 @dataclass(frozen=True)
 class Report:
     model: str
-    opset: int
+    format: str  # "ONNX", "PyTorch ExportedProgram", "TVMScript (Relax)"
+    opset: int | None  # ONNX's default-domain opset; None for the other formats
     inputs: list[TensorReport]
     outputs: list[TensorReport]
     operators: dict[str, int]
@@ -109,8 +111,17 @@ def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, .
 
 def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Report:
     check_model_path(path)
-    if path.suffix.lower() != ".onnx":
-        raise UserError(f"inspect reads ONNX models (.onnx); {str(path)!r} is not one.")
+    suffix = path.suffix.lower()
+    if suffix in (".pt2", ".py"):
+        from relay2cmake.commands import inspect_programs
+
+        read = inspect_programs.inspect_pt2 if suffix == ".pt2" else inspect_programs.inspect_tvmscript
+        return read(path, input_shapes)
+    if suffix != ".onnx":
+        raise UserError(
+            f"inspect reads ONNX models (.onnx), PyTorch exported programs (.pt2) and TVMScript "
+            f"modules (.py); {str(path)!r} is none of them."
+        )
     model = load_checked(path)
     initializers = {init.name for init in model.graph.initializer}
     inputs = [_tensor(vi) for vi in model.graph.input if vi.name not in initializers]
@@ -119,6 +130,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     return Report(
         model=path.name,
+        format="ONNX",
         opset=opset,
         inputs=inputs,
         outputs=[_tensor(vi) for vi in model.graph.output],
@@ -135,7 +147,8 @@ def render_text(report: Report) -> str:
     def shape(t: TensorReport) -> str:
         return "[" + ", ".join(map(str, t.shape)) + "]"
 
-    lines = [f"{report.model}: ONNX opset {report.opset}, {report.nodes} nodes"]
+    source = f"ONNX opset {report.opset}" if report.opset is not None else report.format
+    lines = [f"{report.model}: {source}, {report.nodes} nodes"]
     lines.append("inputs:")
     lines += [f"  {t.name}: {t.dtype}{shape(t)}" for t in report.inputs]
     symbolic = [t.name for t in report.inputs if any(isinstance(d, str) for d in t.shape)]

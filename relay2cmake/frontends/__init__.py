@@ -73,7 +73,7 @@ def check_model_path(path: Path) -> None:
     if not path.exists():
         raise UserError(f"Model file {str(path)!r} does not exist.")
     if path.is_dir():
-        raise UserError(f"{str(path)!r} is a directory; give the path of a model file (.onnx).")
+        raise UserError(f"{str(path)!r} is a directory; give the path of a model file (.onnx, .pt2 or .py).")
     if path.stat().st_size == 0:
         raise UserError(f"Model file {str(path)!r} is empty.")
 

@@ -20,7 +20,7 @@ from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signat
 from relay2cmake.frontends.torch_converters import CONVERTERS
 
 
-def _load(path: Path):
+def load_program(path: Path):
     try:
         import torch
     except ImportError:
@@ -36,7 +36,7 @@ def _load(path: Path):
         ) from None
 
 
-def _user_input_names(program) -> list[str]:
+def user_input_names(program) -> list[str]:
     from torch.export.graph_signature import InputKind
 
     specs = program.graph_signature.input_specs
@@ -84,9 +84,9 @@ def _empty_1d(node) -> bool:
 
 
 def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
-    program = _load(path)
+    program = load_program(path)
     _drop_empty_concat_inputs(program)
-    names = _user_input_names(program)
+    names = user_input_names(program)
     from tvm.relax.frontend.torch import from_exported_program
 
     try:

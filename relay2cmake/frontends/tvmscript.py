@@ -35,7 +35,8 @@ def _find_module(namespace: dict, path: Path):
     )
 
 
-def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def load_module(path: Path):
+    """The Relax IRModule the file defines, with a Relax ``main``."""
     from tvm import relax
 
     try:
@@ -48,10 +49,15 @@ def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Im
         module["main"], relax.Function
     ):
         raise ModelError(f"The IRModule in {str(path)!r} has no Relax function named main (the entry point).")
+    return module
+
+
+def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+    module = load_module(path)
     names = [p.name for p in module["main"].params]
     module = bind_input_shapes(module, names, input_shapes)
     inputs, outputs = main_signatures(module, names)
-    calls = sorted({str(op) for op in _operators(module["main"])})
+    calls = sorted({str(op) for op in operators(module["main"])})
     return ImportedModel(
         module=module,
         inputs=inputs,
@@ -62,7 +68,7 @@ def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Im
     )
 
 
-def _operators(function) -> list[str]:
+def operators(function) -> list[str]:
     import tvm
     from tvm import relax
 
