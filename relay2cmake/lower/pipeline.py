@@ -24,6 +24,7 @@ from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transpo
 from relay2cmake.lower.rewrites.control_flow import if_to_select
 from relay2cmake.lower.rewrites.conv1d_as_2d import conv1d_as_conv2d
 from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
@@ -345,7 +346,8 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; inference batch norms as a multiply-add (fusable into the convolution before
-    them), 1-D convolutions as 2-D ones of height 1, 2-D convolutions channels-last (3x3
+    them), 1-D convolutions as 2-D ones of height 1, transposed convolutions whose kernel is
+    their stride as matmuls, 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable are optimisations. A rewrite that
     declines part of its work (channels-last, around an operator layout conversion cannot
@@ -358,6 +360,7 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
         Rewrite("float16-mod", widen_float16_mod, optional=False),
         Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
+        Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes)),
         Rewrite("constant-transposes", fold_constant_transposes),
         Rewrite("packed-matmul", pack_matmul_weights),

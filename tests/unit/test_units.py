@@ -456,3 +456,35 @@ def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(ac
         return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
 
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("kernel", "padding", "rewritten"), [(2, 0, True), (3, 0, False), (2, 1, False)])
+def test_a_transposed_conv_whose_kernel_is_its_stride_becomes_a_matmul(kernel, padding, rewritten):
+    """U-Net's 2x2 stride-2 up-convolutions: each input pixel fills its own 2x2 block, so the
+    transposed conv is a matmul and a depth-to-space move, with TVM's own numbers. Overlapping
+    windows (3x3 at stride 2) and padded ones keep TVM's lowering."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
+
+    rng = np.random.default_rng(kernel)
+    x = rng.standard_normal((2, 6, 5, 7)).astype("float32")
+    w = rng.standard_normal((6, 4, kernel, kernel)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            up = relax.op.nn.conv2d_transpose(data, relax.const(w), strides=2, padding=padding)
+            out = bb.emit_output(relax.op.nn.relu(bb.emit(up)))
+        bb.emit_func_output(out)
+    module = bb.get()
+    after = conv_transpose_as_matmul(module)
+    assert ("conv2d_transpose" not in after.script()) == rewritten
+    assert ("R.matmul" in after.script()) == rewritten
+
+    def run(mod):
+        executable = tvm.compile(mod, target="llvm")
+        return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    np.testing.assert_allclose(run(after), run(module), rtol=1e-5, atol=1e-5)
