@@ -351,22 +351,29 @@ def test_an_optimised_lowering_that_cannot_be_planned_falls_back_to_the_plain_pa
     assert json.loads((tmp_path / "pkg" / "metadata.json").read_text())["self_check"].startswith("passed")
 
 
-def test_transposed_convolutions_stay_in_their_layout(tmp_path):
-    """A U-Net's up-convolution: TVM legalizes conv2d_transpose for NCHW only, so channels-last
-    must leave it there (it once handed it NHWC data and the driver refused the result)."""
+@pytest.mark.parametrize(("kernel", "size"), [(2, 16), (3, 17)])
+def test_transposed_convolutions_stay_in_their_layout(tmp_path, kernel, size):
+    """A U-Net's up-convolution (2x2, stride 2: run as a matmul) and an overlapping one (3x3,
+    stride 2: TVM's lowering). TVM legalizes conv2d_transpose for NCHW only, so channels-last
+    must leave it there (it once handed it NHWC data and the driver refused the result).
+    gen's self-check runs the package against its cross-checked golden outputs."""
     rng = np.random.default_rng(5)
     graph = helper.make_graph(
         [
             helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-            helper.make_node("ConvTranspose", ["c", "wt"], ["u"], kernel_shape=[2, 2], strides=[2, 2]),
+            helper.make_node(
+                "ConvTranspose", ["c", "wt"], ["u"], kernel_shape=[kernel, kernel], strides=[2, 2]
+            ),
             helper.make_node("Relu", ["u"], ["y"]),
         ],
         "up",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, size, size])],
         [
             numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32), "w"),
-            numpy_helper.from_array((rng.standard_normal((16, 4, 2, 2)) * 0.2).astype(np.float32), "wt"),
+            numpy_helper.from_array(
+                (rng.standard_normal((16, 4, kernel, kernel)) * 0.2).astype(np.float32), "wt"
+            ),
         ],
     )
     save_model(graph, tmp_path / "up.onnx")
