@@ -10,47 +10,18 @@ order (before fusion, so an upper bound of what ``gen`` plans for intermediates)
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import onnx
 
 from relay2cmake import arena
+from relay2cmake.commands.inspect_report import Report, TensorReport
 from relay2cmake.errors import UserError
 from relay2cmake.frontends import check_input_shape_names, check_model_path
 from relay2cmake.frontends.onnx import load_checked, unsupported_nodes
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
 from relay2cmake.plan import tensor_bytes
-
-
-@dataclass(frozen=True)
-class TensorReport:
-    name: str
-    dtype: str
-    shape: list[int | str]  # symbolic dimensions by name ("?" when unnamed)
-
-
-@dataclass(frozen=True)
-class Report:
-    model: str
-    format: str  # "ONNX", "PyTorch ExportedProgram", "TVMScript (Relax)"
-    opset: int | None  # ONNX's default-domain opset; None for the other formats
-    inputs: list[TensorReport]
-    outputs: list[TensorReport]
-    operators: dict[str, int]
-    nodes: int
-    parameters: int
-    parameter_bytes: int
-    unsupported: list[str]
-    estimated_arena_bytes: int | None  # None: shapes unknown (symbolic, or inference failed)
-
-    @property
-    def lowerable(self) -> bool:
-        return not self.unsupported
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "lowerable": self.lowerable}
 
 
 def _dtype(elem_type: int) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from relay2cmake import arena
-from relay2cmake.commands.inspect import Report, TensorReport
+from relay2cmake.commands.inspect_report import Report, TensorReport
 from relay2cmake.frontends import check_input_shape_names
 
 if TYPE_CHECKING:

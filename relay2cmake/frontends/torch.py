@@ -11,6 +11,7 @@ import contextlib
 import io
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signat
 from relay2cmake.frontends.torch_converters import CONVERTERS
 
 
-def load_program(path: Path):
+def load_program(path: Path) -> Any:
     try:
         import torch
     except ImportError:
@@ -36,7 +37,7 @@ def load_program(path: Path):
         ) from None
 
 
-def user_input_names(program) -> list[str]:
+def user_input_names(program: Any) -> list[str]:
     from torch.export.graph_signature import InputKind
 
     specs = program.graph_signature.input_specs

@@ -14,6 +14,7 @@ import contextlib
 import io
 import runpy
 from pathlib import Path
+from typing import Any
 
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.frontends import ImportedModel, file_sha256
@@ -35,7 +36,7 @@ def _find_module(namespace: dict, path: Path):
     )
 
 
-def load_module(path: Path):
+def load_module(path: Path) -> Any:
     """The Relax IRModule the file defines, with a Relax ``main``."""
     from tvm import relax
 
@@ -68,7 +69,7 @@ def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Im
     )
 
 
-def operators(function) -> list[str]:
+def operators(function: Any) -> list[str]:
     import tvm
     from tvm import relax
 
