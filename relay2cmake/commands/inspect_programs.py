@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake import arena
 from relay2cmake.commands.inspect_report import Report, TensorReport
+from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import check_input_shape_names
 
 if TYPE_CHECKING:
@@ -246,7 +247,7 @@ def inspect_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> R
     try:
         static_main = bind_input_shapes(module, names, input_shapes)["main"]
         lifetimes = _relax_lifetimes(static_main)
-    except Exception:  # a symbolic dimension --input-shape does not fix: no estimate
+    except (UserError, ModelError):  # a symbolic dimension --input-shape does not fix: no estimate
         static_main, lifetimes = main, None
     ret = static_main.ret_ty
     fields = list(ret.fields) if hasattr(ret, "fields") else [ret]

@@ -420,7 +420,7 @@ def test_inference_batch_norm_becomes_a_multiply_add_that_fuses(training):
 def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(activation):
     """A fused SiLU node becomes TVM's own formula with the polynomial exp: no scalar libm call
     in the matmul's epilogue, the activation fused into the matmul's kernel, and TVM's own
-    numbers within float32 noise. (Gelu and gelu_tanh: see fast_math.FUSED_ACTIVATIONS.)"""
+    numbers within float32 noise. (Gelu and gelu_tanh: see fast_math.vectorizable_math.)"""
     import tvm
     from tvm import relax
 

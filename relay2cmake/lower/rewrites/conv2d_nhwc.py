@@ -48,10 +48,21 @@ def _output_extent(size: int, before: int, after: int, kernel: int, stride: int,
     return (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
 
 
+def _output_shape(data, kh: int, kw: int, strides, padding, dilation, channels: int) -> tuple[int, ...]:
+    batch, height, width, _ = (int(d) for d in data.shape)
+    (sh, sw), (dh, dw) = (int(s) for s in strides), (int(d) for d in dilation)
+    top, left, bottom, right = (int(p) for p in padding)
+    return (
+        batch,
+        _output_extent(height, top, bottom, kh, sh, dh),
+        _output_extent(width, left, right, kw, sw, dw),
+        channels,
+    )
+
+
 def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, channels: int):
     from tvm import te
 
-    batch, height, width, _ = (int(d) for d in data.shape)
     packed = len(weight.shape) == 5
     if packed:
         _, kh, kw, in_channels, _ = (int(d) for d in weight.shape)
@@ -59,13 +70,7 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
         kh, kw, in_channels, _ = (int(d) for d in weight.shape)
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
-    top, left, bottom, right = (int(p) for p in padding)
-    shape = (
-        batch,
-        _output_extent(height, top, bottom, kh, sh, dh),
-        _output_extent(width, left, right, kw, sw, dw),
-        channels,
-    )
+    shape = _output_shape(data, kh, kw, strides, padding, dilation, channels)
     computed_width = shape[2] if depthwise else _computed_width(shape[2])
     if computed_width != shape[2]:  # the extra columns read zeros past the right edge
         top, left, bottom, right = (int(p) for p in padding)
@@ -109,18 +114,11 @@ def _group_conv2d_nhwc(data, weight, strides, padding, dilation, groups: int):
     reads one broadcast input value per pixel, as in a regular convolution's tile."""
     from tvm import te
 
-    batch, height, width, _ = (int(d) for d in data.shape)
     kh, kw, group_inputs, channels = (int(d) for d in weight.shape)
     group_outputs = channels // groups
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
-    top, left, bottom, right = (int(p) for p in padding)
-    shape = (
-        batch,
-        _output_extent(height, top, bottom, kh, sh, dh),
-        _output_extent(width, left, right, kw, sw, dw),
-        channels,
-    )
+    shape = _output_shape(data, kh, kw, strides, padding, dilation, channels)
     padded = _padded(data, padding)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")

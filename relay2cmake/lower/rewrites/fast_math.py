@@ -33,12 +33,6 @@ if TYPE_CHECKING:
     from tvm.ir import IRModule
 
 
-# Fused gelu / gelu_tanh (the dynamo exporter's Gelu) are not rewritten yet: with fast_erf /
-# fast_tanh the C kernel set gave NaN and -0 for gelu(inf) and gelu(1.8e31) where ONNX Runtime
-# gives inf and 1.8e31 (test_special_values). They keep TVM's exact, scalar lowering.
-FUSED_ACTIVATIONS = ("relax.nn.silu",)
-
-
 def vectorizable_math(module: IRModule) -> IRModule:
     import tvm
     from tvm import relax, topi
@@ -48,6 +42,10 @@ def vectorizable_math(module: IRModule) -> IRModule:
     sigmoid = tvm.ir.Op.get("relax.sigmoid")
     tanh = tvm.ir.Op.get("relax.tanh")
     power = tvm.ir.Op.get("relax.power")
+    # Fused gelu / gelu_tanh (the dynamo exporter's Gelu) are not rewritten yet: with fast_erf /
+    # fast_tanh the C kernel set gave NaN and -0 for gelu(inf) and gelu(1.8e31) where ONNX
+    # Runtime gives inf and 1.8e31 (test_special_values). They keep TVM's exact lowering.
+    silu = tvm.ir.Op.get("relax.nn.silu")
 
     def small_integer_exponent(expr) -> int | None:
         if not isinstance(expr, tvm.ir.GenericConst) or expr.value.numpy().size != 1:
@@ -61,19 +59,14 @@ def vectorizable_math(module: IRModule) -> IRModule:
             call = super().visit_call_(call)
             if str(getattr(call.ty, "dtype", "")) != "float32":
                 return call
-            if isinstance(call.op, tvm.ir.Op) and call.op.name in FUSED_ACTIVATIONS:
-                return self._activation(call.op.name, call.args[0])
+            if call.op == silu:  # x * sigmoid(x), TVM's formula
+                return relax.op.multiply(call.args[0], self.builder_.emit(self._sigmoid(call.args[0])))
             if call.op == erf:
                 return self.builder_.call_te(topi.fast_erf, call.args[0], primfunc_name_hint="erf")
             if call.op == tanh:
                 return self.builder_.call_te(topi.fast_tanh, call.args[0], primfunc_name_hint="tanh")
             if call.op == sigmoid:
-                one = relax.const(1.0, "float32")
-                negated = self.builder_.emit(relax.op.negative(call.args[0]))
-                exp = self.builder_.emit(
-                    self.builder_.call_te(topi.fast_exp, negated, primfunc_name_hint="exp")
-                )
-                return relax.op.divide(one, self.builder_.emit(relax.op.add(one, exp)))
+                return self._sigmoid(call.args[0])
             if call.op == power and (exponent := small_integer_exponent(call.args[1])) is not None:
                 x = call.args[0]
                 square = relax.op.multiply(x, x)
@@ -84,8 +77,11 @@ def vectorizable_math(module: IRModule) -> IRModule:
                 )
             return call
 
-        def _activation(self, name: str, x):
-            """``silu(x)`` as ``x * sigmoid(x)``, TVM's formula, with the sigmoid above."""
-            return relax.op.multiply(x, self.builder_.emit(self.visit_expr(relax.op.sigmoid(x))))
+        def _sigmoid(self, x):
+            """``1 / (1 + fast_exp(-x))``."""
+            one = relax.const(1.0, "float32")
+            negated = self.builder_.emit(relax.op.negative(x))
+            exp = self.builder_.emit(self.builder_.call_te(topi.fast_exp, negated, primfunc_name_hint="exp"))
+            return relax.op.divide(one, self.builder_.emit(relax.op.add(one, exp)))
 
     return rewrite_functions(module, _FastMath(module))
