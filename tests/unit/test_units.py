@@ -416,11 +416,11 @@ def test_inference_batch_norm_becomes_a_multiply_add_that_fuses(training):
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("activation", ["silu"])
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "silu"])
 def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(activation):
-    """A fused SiLU node becomes TVM's own formula with the polynomial exp: no scalar libm call
-    in the matmul's epilogue, the activation fused into the matmul's kernel, and TVM's own
-    numbers within float32 noise. (Gelu and gelu_tanh: see fast_math.vectorizable_math.)"""
+    """The dynamo exporter's single Gelu node (and gelu_tanh, SiLU) become TVM's own formulas
+    with the polynomial erf / tanh / exp: no scalar libm call in the matmul's epilogue, the
+    activation fused into the matmul's kernel, and TVM's own numbers within float32 noise."""
     import tvm
     from tvm import relax
 
