@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
 from relay2cmake.lower import c_source, llvm_ir
+from relay2cmake.lower.reshape_views import reshapes_as_views
 from relay2cmake.lower.rewrites.batch_norm import inference_batch_norm_as_affine
 from relay2cmake.lower.rewrites.c_legalize import widen_float16_mod
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
@@ -437,9 +438,11 @@ def lowered_module(
     declined = frozenset() if optimise else frozenset(names)
     rewritten, applied, fallbacks = rewrite_relax(module, winograd, declined)
     try:
-        return _pipeline(rewritten), tuple(fallbacks)
+        lowered = _pipeline(rewritten)
     except Exception as exc:
         first_failure = exc
+    else:
+        return reshapes_as_views(lowered), tuple(fallbacks)
     attempts = [frozenset({name}) for name in applied] + ([frozenset(applied)] if len(applied) > 1 else [])
     for extra in attempts:
         try:
@@ -448,7 +451,7 @@ def lowered_module(
         except Exception:
             continue
         # The retry's own declines replace the first attempt's (the same rewrites raise again).
-        return lowered, tuple(more) + tuple(
+        return reshapes_as_views(lowered), tuple(more) + tuple(
             f"{name}: declined for the whole model, TVM's pipeline failed after it ({_reason(first_failure)})"
             for name in sorted(extra)
         )

@@ -488,3 +488,42 @@ def test_a_transposed_conv_whose_kernel_is_its_stride_becomes_a_matmul(kernel, p
         return relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
 
     np.testing.assert_allclose(run(after), run(module), rtol=1e-5, atol=1e-5)
+
+
+RESHAPE_OUTSIDE_DATAFLOW = """
+import numpy as np
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 6), "float32")):
+        with R.dataflow():
+            h = R.matmul(x, R.const(np.ones((6, 6), "float32")))
+            R.output(h)
+        logits = R.reshape(h, (1, 4, 6))
+        return logits
+"""
+
+
+def test_a_reshape_outside_a_dataflow_block_is_a_view_not_a_kernel(tmp_path):
+    """The ``.pt2`` importer returns GPT-2's logits through a reshape outside the dataflow
+    block, which TVM keeps as a copy kernel (25 MB copied per run): the plan makes it a view,
+    the matmul writes straight into the caller's output, and the reshape kernel is not built."""
+    from relay2cmake.frontends.tvmscript import import_tvmscript
+    from relay2cmake.lower.pipeline import lower
+    from relay2cmake.plan import build_plan
+
+    source = tmp_path / "logits.py"
+    source.write_text(RESHAPE_OUTSIDE_DATAFLOW)
+    imported = import_tvmscript(source, {})
+    lowered = lower(imported.module, "t")
+    assert not any("reshape" in name for name in lowered.kernel_symbols), lowered.kernel_symbols
+    plan = build_plan(imported, lowered, stage_inputs=True)
+    assert [step.kernel for step in plan.steps] == ["matmul"]
+    output = plan.buffers[plan.output_buffers[0]]
+    assert output.shape == (1, 4, 6) and output.output == 0, "computed in the caller's buffer"
+    (written,) = (arg.value for arg in plan.steps[0].args[-1:])
+    assert (plan.buffers[written].home, plan.buffers[written].slot) == (output.home, output.slot)
