@@ -175,11 +175,7 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
       tensor->data = context->arena + desc->slot;
     } else if (desc->home == __PREFIX___HOME_CONSTANT) {
       /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
-#ifdef __PREFIX___EXTERNAL_WEIGHTS
-      tensor->data = (void*)(uintptr_t)(__prefix___attached_weights + __prefix___constant_offsets[desc->slot]);
-#else
-      tensor->data = (void*)(uintptr_t)__prefix___constant_data[desc->slot];
-#endif
+      tensor->data = (void*)(uintptr_t)(__PREFIX___WEIGHTS_BASE + __prefix___constant_offsets[desc->slot]);
     }
     tensor->device.device_type = __PREFIX___DL_CPU;
     tensor->device.device_id = 0;

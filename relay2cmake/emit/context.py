@@ -12,7 +12,7 @@ from typing import Any
 
 from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
-from relay2cmake.emit.weights import Placement, Shard, WeightsFile
+from relay2cmake.emit.weights import WeightsFile
 from relay2cmake.golden import GoldenData
 from relay2cmake.kernel_sets import wide_kernel_symbol
 from relay2cmake.naming import c_string_literal, comment_text, file_label, markdown_text
@@ -144,15 +144,7 @@ class ArgView:
 
 
 @dataclass(frozen=True)
-class ShardView:
-    symbol: str  # <prefix>_weights_<k>
-    file: str  # <prefix>_weights_<k>.c
-
-
-@dataclass(frozen=True)
 class ConstantView:
-    shard_symbol: str
-    offset: int  # in its shard
     file_offset: int  # in the weights file
     dtype: str
     shape_text: str
@@ -222,7 +214,6 @@ class PackageView:
     wide_kernel_symbols: tuple[str, ...]
     shapes: tuple[ShapeView, ...]
     constants: tuple[ConstantView, ...]
-    weight_shards: tuple[ShardView, ...]
     stage_inputs: int  # 1: inputs not 64-byte aligned are copied into the arena
     input_alignment_note: str
     input_staging: tuple[int, ...]
@@ -299,8 +290,6 @@ def workspace_bytes(plan: PackagePlan) -> int:
 def build_view(
     identity: PackageIdentity,
     plan: PackagePlan,
-    shards: list[Shard],
-    placements: list[Placement],
     weights_file: WeightsFile,
     golden: GoldenData,
     fallbacks: tuple[str, ...] = (),
@@ -352,18 +341,9 @@ def build_view(
         )
         args.extend(ArgView(int(a.kind == "tensor"), a.value) for a in step.args)
 
-    shard_views = tuple(
-        ShardView(f"{prefix}_weights_{s.index}", f"{prefix}_weights_{s.index}.c") for s in shards
-    )
     constants = tuple(
-        ConstantView(
-            shard_symbol=shard_views[p.shard].symbol,
-            offset=p.offset,
-            file_offset=weights_file.shard_starts[p.shard] + p.offset,
-            dtype=c.dtype,
-            shape_text=_shape_text(c.shape),
-        )
-        for c, p in zip(plan.constants, placements, strict=True)
+        ConstantView(file_offset=offset, dtype=c.dtype, shape_text=_shape_text(c.shape))
+        for c, offset in zip(plan.constants, weights_file.offsets, strict=True)
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
@@ -433,7 +413,6 @@ def build_view(
         wide_kernel_symbols=tuple(sorted({s.wide_symbol for s in steps} - symbols)),
         shapes=shapes.table(),
         constants=constants,
-        weight_shards=shard_views,
         stage_inputs=int(plan.input_staging is not None),
         input_alignment_note=(
             f"Inputs not {64}-byte aligned are copied into the workspace before the kernels run."

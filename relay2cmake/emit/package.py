@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -166,11 +165,10 @@ def render_package(
     self_check: str = "not run",
 ) -> dict[str, Content]:
     """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked."""
-    shards, placements = weights.layout(plan.constants)
-    weights_file = weights.weights_file(shards)
+    weights_file = weights.weights_file(plan.constants)
     kernels = plan.kernels
     c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
-    view = build_view(identity, plan, shards, placements, weights_file, golden, fallbacks, self_check)
+    view = build_view(identity, plan, weights_file, golden, fallbacks, self_check)
     files: dict[str, Content] = dict(render_templates(view))
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
@@ -181,12 +179,7 @@ def render_package(
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
         if object_set.wide is not None:
             files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
-    for shard in shards:
-        # Rendered while writing, one at a time: the C text is 4x the weights.
-        files[f"src/{prefix}_weights_{shard.index}.c"] = functools.partial(
-            weights.shard_source, prefix, shard, banner
-        )
-    # The same bytes again, for builds configured with <P>_EXTERNAL_WEIGHTS=ON.
+    # The only copy of the weights: compiled in by cmake/weights.cmake, or read at run time.
     files[view.weights_file] = weights_file.data
     for index, array in enumerate(golden.inputs):
         files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)

@@ -83,4 +83,4 @@ def test_conan_external_weights_option(conan_env, digits_package):
     package_id = re.search(r"Package '([0-9a-f]+)' created", output).group(1)
     folder = Path(run(["conan", "cache", "path", f"digits/1.0.0:{package_id}"], env=conan_env).stdout.strip())
     assert (folder / "share" / "digits" / "digits_weights.bin").stat().st_size > 200_000
-    assert "digits_weights_0" not in run(["nm", folder / "lib" / "libdigits.a"]).stdout
+    assert "digits_embedded_weights" not in run(["nm", folder / "lib" / "libdigits.a"]).stdout

@@ -20,7 +20,7 @@ def test_runtime_axes_need_and_accept_constant_input(tmp_path):
     assert meta["outputs"][0]["shape"] == [2, 4]
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    run([package.install / "bin" / "axes_cli", "--output-dir", tmp_path / "out", tmp_path / "x.npy"])
+    run([package.cli, "--output-dir", tmp_path / "out", tmp_path / "x.npy"])
     full_meta = {"inputs": [*meta["inputs"], {"name": "axes"}], "outputs": meta["outputs"]}
     expected = onnxruntime_outputs(model, full_meta, [x, np.array([1], dtype=np.int64)])
     np.testing.assert_allclose(np.load(tmp_path / "out" / "output_0.npy"), expected[0], rtol=1e-5, atol=1e-6)

@@ -15,7 +15,7 @@ def test_if_on_a_runtime_condition_takes_either_branch(tmp_path):
     model = tmp_path / "branch.onnx"
     onnx.save(runtime_if(), str(model))
     package = build_package(model, tmp_path / "work", "Branch", [])
-    cli = package.install / "bin" / "branch_cli"
+    cli = package.cli
     reference = ReferenceEvaluator(runtime_if())
     base = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)
     for x in (np.abs(base), -np.abs(base)):  # the sum is positive, then negative
@@ -41,7 +41,7 @@ def test_bfloat16_and_float8_pass_as_raw_bits(tmp_path):
     rng = np.random.default_rng(4)
     x = (rng.uniform(0.5, 2.0, (2, 4)) * rng.choice([-1, 1], (2, 4))).astype(ml_dtypes.bfloat16)
     np.save(tmp_path / "x.npy", x)  # ml_dtypes writes '<V2'; the cli takes it as bfloat16 bits
-    run([package.install / "bin" / "raw_cli", "--output-dir", tmp_path / "out", tmp_path / "x.npy"])
+    run([package.cli, "--output-dir", tmp_path / "out", tmp_path / "x.npy"])
     y = np.load(tmp_path / "out" / "output_0.npy")
     z = np.load(tmp_path / "out" / "output_1.npy")
     assert y.dtype == np.uint16 and z.dtype == np.uint8, "raw bits load with plain NumPy"

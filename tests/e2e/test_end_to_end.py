@@ -66,7 +66,7 @@ def test_cpp_consumer_matches_onnxruntime(model, built, tmp_path):
 
 def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):
     package = built("multi_io")
-    cli = package.install / "bin" / f"{package.prefix}_cli"
+    cli = package.cli
     inputs = random_inputs(package.metadata, seed=3)
     paths = []
     for index, array in enumerate(inputs):
@@ -84,7 +84,7 @@ def paths_of(folder):
 
 def test_cli_tool_rejects_wrong_inputs(built, tmp_path):
     package = built("multi_io")
-    cli = package.install / "bin" / f"{package.prefix}_cli"
+    cli = package.cli
     good = random_inputs(package.metadata, seed=3)
     np.save(tmp_path / "f.npy", good[0])
     np.save(tmp_path / "i.npy", good[1])

@@ -66,8 +66,8 @@ def test_external_build_runs_its_golden_test_without_weights_inside(digits):
     run([ctest(), "--test-dir", builds["ON"], "--output-on-failure", "--no-tests=error"])
     symbols = run(["nm", "--defined-only", builds["ON"] / "libdigits.a"]).stdout
     assert (
-        "digits_weights_0" not in symbols
-        and "digits_weights_0" in run(["nm", builds["OFF"] / "libdigits.a"]).stdout
+        "digits_embedded_weights" not in symbols
+        and "digits_embedded_weights" in run(["nm", builds["OFF"] / "libdigits.a"]).stdout
     )
     library_bytes = {mode: (builds[mode] / "libdigits.a").stat().st_size for mode in builds}
     # The ON build drops the weights and adds the SHA-256 check (a few KB).
@@ -79,7 +79,10 @@ def test_external_build_runs_its_golden_test_without_weights_inside(digits):
 
 def test_cli_needs_and_checks_the_weights_file(digits, tmp_path):
     root = digits[0]
-    cli = {mode: root / f"install_{mode}" / "bin" / "digits_cli" for mode in ("OFF", "ON")}
+    # The embedded build's cli stays in its build folder (beside a static library it would
+    # install a second copy of the weights); the external build installs it.
+    cli = {"OFF": root / "build_OFF" / "digits_cli", "ON": root / "install_ON" / "bin" / "digits_cli"}
+    assert not (root / "install_OFF" / "bin" / "digits_cli").exists()
     image = np.random.default_rng(4).random((1, 1, 28, 28), dtype=np.float32)
     np.save(tmp_path / "image.npy", image)
     installed = root / "install_ON" / "share" / "digits" / "digits_weights.bin"

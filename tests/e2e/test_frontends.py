@@ -35,7 +35,7 @@ def _run_cli(package, inputs: list[np.ndarray], tmp_path) -> list[np.ndarray]:
     for index, array in enumerate(inputs):
         paths.append(tmp_path / f"in{index}.npy")
         np.save(paths[-1], array)
-    cli = package.install / "bin" / f"{package.prefix}_cli"
+    cli = package.cli
     run([cli, "--output-dir", tmp_path / "out", *paths])
     return [np.load(tmp_path / "out" / f"output_{i}.npy") for i in range(len(package.metadata["outputs"]))]
 

@@ -82,6 +82,11 @@ class BuiltPackage:
     def metadata(self) -> dict:
         return json.loads((self.source / "metadata.json").read_text())
 
+    @property
+    def cli(self) -> Path:
+        """The build folder's cli (a static build does not install it: see install-rules)."""
+        return self.build / f"{self.prefix}_cli"
+
 
 def build_package(model: Path, work: Path, name: str, extra: list[str]) -> BuiltPackage:
     source = work / "pkg"

@@ -1,7 +1,8 @@
-"""Unit tests: naming, arena packing, weight shards, the plan of small models."""
+"""Unit tests: naming, arena packing, the weights file, the plan of small models."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
@@ -95,27 +96,14 @@ def test_arena_never_overlaps_live_buffers_and_reuses_dead_ones():
     assert peak <= total
 
 
-def test_weight_shards_align_every_constant():
-    constants = tuple(Constant(i, "float32", (n,), bytes(range(4)) * n) for i, n in enumerate([3, 17, 1, 64]))
-    shards, placements = weights.layout(constants)
-    assert len(shards) == 1
-    for constant, place in zip(constants, placements, strict=True):
-        assert place.offset % 64 == 0
-        assert shards[0].data[place.offset : place.offset + len(constant.data)] == constant.data
-    source = b"".join(weights.shard_source("m", shards[0], "/* x */\n")).decode("ascii")
-    assert f"m_weights_0[{len(shards[0].data) + 1}]" in source
-    # The literal spells exactly the shard's bytes, and the statement ends the file.
-    literal = source.split("=\n", 1)[1]
-    assert literal.endswith('";\n')
-    spelled = bytes(int(h, 16) for h in re.findall(r"\\x([0-9a-f]{2})", literal))
-    assert spelled == shards[0].data
-
-
-def test_weight_shards_split_large_models(monkeypatch):
-    monkeypatch.setattr(weights, "SHARD_BYTES", 1000)
-    constants = tuple(Constant(i, "uint8", (600,), b"\1" * 600) for i in range(3))
-    _, placements = weights.layout(constants)
-    assert [p.shard for p in placements] == [0, 1, 2]
+def test_weights_file_holds_every_constant_once_on_64_bytes():
+    sizes = (3, 64, 100, 0, 1)
+    constants = tuple(Constant(i, "uint8", (n,), bytes([i + 1]) * n) for i, n in enumerate(sizes))
+    file = weights.weights_file(constants)
+    assert file.offsets == (0, 64, 128, 256, 256)
+    for constant, offset in zip(constants, file.offsets, strict=True):
+        assert file.data[offset : offset + len(constant.data)] == constant.data
+    assert len(file.data) == 257 and file.sha256 == hashlib.sha256(file.data).digest()
 
 
 @pytest.fixture(scope="module")

@@ -128,11 +128,21 @@ extern const uint32_t awkwardnames_output_buffers[];  /* buffer holding each out
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t awkwardnames_output_extent_buffers[];
 extern const uint8_t awkwardnames_output_direct[];
-extern const unsigned char* const awkwardnames_constant_data[];  /* embedded weights */
 extern const size_t awkwardnames_constant_offsets[];  /* in the weights file */
 extern const unsigned char awkwardnames_weights_sha256[32];  /* of the weights file */
 /* The weights file's bytes once attached (awkwardnames_weights_file.c), else NULL. */
 extern const unsigned char* awkwardnames_attached_weights;
 #define AWKWARDNAMES_WEIGHTS_FILE_BYTES 0u
+#ifndef AWKWARDNAMES_EXTERNAL_WEIGHTS
+/* The weights file compiled in (the unit cmake/weights.cmake generates), 64-byte aligned,
+ * with one byte after it. Hidden: a shared library does not export it. */
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
+__attribute__((visibility("hidden")))
+#endif
+extern const unsigned char awkwardnames_embedded_weights[];
+#define AWKWARDNAMES_WEIGHTS_BASE awkwardnames_embedded_weights
+#else
+#define AWKWARDNAMES_WEIGHTS_BASE awkwardnames_attached_weights
+#endif
 
 #endif /* AWKWARDNAMES_INTERNAL_H_ */

@@ -12,10 +12,6 @@ int32_t __tvm_ffi_awkwardnames_add(void* self, void* args, int32_t num_args, voi
 int32_t __tvm_ffi_awkwardnames_multiply(void* self, void* args, int32_t num_args, void* result);
 int32_t __tvm_ffi_awkwardnames_subtract(void* self, void* args, int32_t num_args, void* result);
 
-#ifndef AWKWARDNAMES_EXTERNAL_WEIGHTS
-/* Weight shards, defined in awkwardnames_weights_*.c. */
-#endif
-
 /* Shapes; 0-d tensors point at a dummy entry (ndim says 0). */
 static const int64_t awkwardnames_shape_0[] = { 2, 3 };
 
@@ -53,14 +49,10 @@ const int32_t awkwardnames_output_extent_buffers[] = { -1, -1, -1, -1 };
 /* 1: output i may be computed straight into the caller's buffer (see _buffer_desc.output). */
 const uint8_t awkwardnames_output_direct[] = { 1u, 1u, 1u, 0u };
 
-#ifndef AWKWARDNAMES_EXTERNAL_WEIGHTS
-const unsigned char* const awkwardnames_constant_data[] = {
-  NULL
+/* Where each constant sits in weights/awkwardnames_weights.bin, compiled in or attached at run time. */
+const size_t awkwardnames_constant_offsets[] = {
+  0u
 };
-#endif
-
-/* Where each constant sits in weights/awkwardnames_weights.bin (external-weights builds). */
-const size_t awkwardnames_constant_offsets[] = { 0u };
 const unsigned char awkwardnames_weights_sha256[32] = { 0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55 };
 
 const awkwardnames_buffer_desc awkwardnames_buffer_table[] = {

@@ -178,11 +178,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
       tensor->data = context->arena + desc->slot;
     } else if (desc->home == AWKWARDNAMES_HOME_CONSTANT) {
       /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
-#ifdef AWKWARDNAMES_EXTERNAL_WEIGHTS
-      tensor->data = (void*)(uintptr_t)(awkwardnames_attached_weights + awkwardnames_constant_offsets[desc->slot]);
-#else
-      tensor->data = (void*)(uintptr_t)awkwardnames_constant_data[desc->slot];
-#endif
+      tensor->data = (void*)(uintptr_t)(AWKWARDNAMES_WEIGHTS_BASE + awkwardnames_constant_offsets[desc->slot]);
     }
     tensor->device.device_type = AWKWARDNAMES_DL_CPU;
     tensor->device.device_id = 0;

@@ -28,6 +28,11 @@ install(FILES metadata.json DESTINATION ${CMAKE_INSTALL_DATADIR}/passthrough)
 if(PASSTHROUGH_EXTERNAL_WEIGHTS)
   install(FILES weights/passthrough_weights.bin DESTINATION ${CMAKE_INSTALL_DATADIR}/passthrough)
 endif()
-if(PASSTHROUGH_BUILD_TOOLS)
+# The cli carries what it links: installed beside a shared library (or with external weights),
+# it adds no second copy of the weights; beside a static library it would.
+if(PASSTHROUGH_BUILD_TOOLS AND (BUILD_SHARED_LIBS OR PASSTHROUGH_EXTERNAL_WEIGHTS))
   install(TARGETS passthrough_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+elseif(PASSTHROUGH_BUILD_TOOLS)
+  message(STATUS "Passthrough: passthrough_cli stays in the build folder (installed beside a static library it "
+          "would hold a second copy of the weights; BUILD_SHARED_LIBS=ON installs it)")
 endif()

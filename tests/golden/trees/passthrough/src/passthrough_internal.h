@@ -128,11 +128,21 @@ extern const uint32_t passthrough_output_buffers[];  /* buffer holding each outp
 /* For a bounded output, the int64[1] buffer holding its extent along dynamic_axis; -1 otherwise. */
 extern const int32_t passthrough_output_extent_buffers[];
 extern const uint8_t passthrough_output_direct[];
-extern const unsigned char* const passthrough_constant_data[];  /* embedded weights */
 extern const size_t passthrough_constant_offsets[];  /* in the weights file */
 extern const unsigned char passthrough_weights_sha256[32];  /* of the weights file */
 /* The weights file's bytes once attached (passthrough_weights_file.c), else NULL. */
 extern const unsigned char* passthrough_attached_weights;
 #define PASSTHROUGH_WEIGHTS_FILE_BYTES 24u
+#ifndef PASSTHROUGH_EXTERNAL_WEIGHTS
+/* The weights file compiled in (the unit cmake/weights.cmake generates), 64-byte aligned,
+ * with one byte after it. Hidden: a shared library does not export it. */
+#if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
+__attribute__((visibility("hidden")))
+#endif
+extern const unsigned char passthrough_embedded_weights[];
+#define PASSTHROUGH_WEIGHTS_BASE passthrough_embedded_weights
+#else
+#define PASSTHROUGH_WEIGHTS_BASE passthrough_attached_weights
+#endif
 
 #endif /* PASSTHROUGH_INTERNAL_H_ */

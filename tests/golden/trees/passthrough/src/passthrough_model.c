@@ -10,11 +10,6 @@
 /* Kernels, defined in passthrough_kernels.c. */
 int32_t __tvm_ffi_passthrough_tir_exp(void* self, void* args, int32_t num_args, void* result);
 
-#ifndef PASSTHROUGH_EXTERNAL_WEIGHTS
-/* Weight shards, defined in passthrough_weights_*.c. */
-extern const unsigned char passthrough_weights_0[];
-#endif
-
 /* Shapes; 0-d tensors point at a dummy entry (ndim says 0). */
 static const int64_t passthrough_shape_0[] = { 2, 5 };
 static const int64_t passthrough_shape_1[] = { 2, 3 };
@@ -51,15 +46,11 @@ const int32_t passthrough_output_extent_buffers[] = { -1, -1, -1, -1 };
 /* 1: output i may be computed straight into the caller's buffer (see _buffer_desc.output). */
 const uint8_t passthrough_output_direct[] = { 0u, 1u, 0u, 0u };
 
-#ifndef PASSTHROUGH_EXTERNAL_WEIGHTS
-const unsigned char* const passthrough_constant_data[] = {
-  passthrough_weights_0 + 0,  /* float32[2, 3] */
-  NULL
+/* Where each constant sits in weights/passthrough_weights.bin, compiled in or attached at run time. */
+const size_t passthrough_constant_offsets[] = {
+  0u,  /* float32[2, 3] */
+  0u
 };
-#endif
-
-/* Where each constant sits in weights/passthrough_weights.bin (external-weights builds). */
-const size_t passthrough_constant_offsets[] = { 0u, 0u };
 const unsigned char passthrough_weights_sha256[32] = { 0x63, 0xf3, 0xd2, 0x02, 0xf7, 0xd7, 0xf6, 0xb4, 0x2d, 0xac, 0x09, 0x9b, 0xe1, 0x12, 0xe7, 0x61, 0x9f, 0x8b, 0x88, 0x98, 0xea, 0xf4, 0xe9, 0xb3, 0x29, 0x3a, 0x70, 0xbd, 0x76, 0x95, 0xcf, 0x93 };
 
 const passthrough_buffer_desc passthrough_buffer_table[] = {

@@ -178,11 +178,7 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
       tensor->data = context->arena + desc->slot;
     } else if (desc->home == PASSTHROUGH_HOME_CONSTANT) {
       /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
-#ifdef PASSTHROUGH_EXTERNAL_WEIGHTS
-      tensor->data = (void*)(uintptr_t)(passthrough_attached_weights + passthrough_constant_offsets[desc->slot]);
-#else
-      tensor->data = (void*)(uintptr_t)passthrough_constant_data[desc->slot];
-#endif
+      tensor->data = (void*)(uintptr_t)(PASSTHROUGH_WEIGHTS_BASE + passthrough_constant_offsets[desc->slot]);
     }
     tensor->device.device_type = PASSTHROUGH_DL_CPU;
     tensor->device.device_id = 0;
