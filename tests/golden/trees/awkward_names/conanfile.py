@@ -8,6 +8,7 @@ from conan import ConanFile
 from conan.errors import ConanInvalidConfiguration
 from conan.tools.build import can_run
 from conan.tools.cmake import CMake, CMakeToolchain, cmake_layout
+from conan.tools.files import rm
 
 
 class AwkwardNamesConan(ConanFile):
@@ -35,11 +36,14 @@ class AwkwardNamesConan(ConanFile):
         "portable_kernels": False,
         "external_weights": False,
     }
-    # Everything travels with the recipe, so no remote is needed.
+    # Everything travels with the recipe, so no remote is needed. The weights are exported
+    # with the recipe, not as sources: Conan copies sources twice in its cache (export and
+    # source folders), and the build reads the weights file where the recipe is.
+    exports = ("weights/*",)
     exports_sources = (
-        "CMakeLists.txt", "cmake/*", "include/*", "src/*", "objects/*", "tools/*", "tests/*", "weights/*",
-        "metadata.json",
+        "CMakeLists.txt", "cmake/*", "include/*", "src/*", "objects/*", "tools/*", "tests/*", "metadata.json",
     )
+    no_copy_source = True  # CMake builds out of the source folder: no third copy
 
     def config_options(self):
         if self.settings.os == "Windows":
@@ -66,6 +70,8 @@ class AwkwardNamesConan(ConanFile):
         toolchain.cache_variables["AWKWARDNAMES_THREADS"] = bool(self.options.threads)
         toolchain.cache_variables["AWKWARDNAMES_PORTABLE_KERNELS"] = bool(self.options.portable_kernels)
         toolchain.cache_variables["AWKWARDNAMES_EXTERNAL_WEIGHTS"] = bool(self.options.external_weights)
+        weights = os.path.join(self.recipe_folder, "weights/awkwardnames_weights.bin")
+        toolchain.cache_variables["AWKWARDNAMES_WEIGHTS_FILE"] = weights.replace("\\", "/")
         toolchain.generate()
 
     def build(self):
@@ -77,6 +83,12 @@ class AwkwardNamesConan(ConanFile):
 
     def package(self):
         CMake(self).install()
+        # The build folder's copies of the weights (the embedded object, the library and the
+        # golden test linked with it) are not needed once packaged: the cache then holds the
+        # weights in the recipe and in the package.
+        for pattern in ("*_weights_embedded.c.o*", "libawkwardnames.*", "awkwardnames.lib", "awkwardnames.dll",
+                        "awkwardnames_golden", "awkwardnames_golden.exe"):
+            rm(self, pattern, self.build_folder, recursive=True)
 
     def package_info(self):
         # Conan users see the same names as plain CMake users.

@@ -26,7 +26,8 @@ install(FILES
   DESTINATION ${AwkwardNames_INSTALL_CMAKEDIR})
 install(FILES metadata.json DESTINATION ${CMAKE_INSTALL_DATADIR}/awkwardnames)
 if(AWKWARDNAMES_EXTERNAL_WEIGHTS)
-  install(FILES weights/awkwardnames_weights.bin DESTINATION ${CMAKE_INSTALL_DATADIR}/awkwardnames)
+  install(FILES "${AWKWARDNAMES_WEIGHTS_FILE}" DESTINATION ${CMAKE_INSTALL_DATADIR}/awkwardnames
+          RENAME awkwardnames_weights.bin)
 endif()
 # The cli carries what it links: installed beside a shared library (or with external weights),
 # it adds no second copy of the weights; beside a static library it would.

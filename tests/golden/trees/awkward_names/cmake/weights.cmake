@@ -8,18 +8,22 @@
 # file as a generated C array (cmake/weights_to_c.cmake, at build time; slower). With
 # AWKWARDNAMES_EXTERNAL_WEIGHTS the library reads the same file at run time instead.
 
-set(AWKWARDNAMES_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/awkwardnames_weights.bin")
+set(AWKWARDNAMES_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/awkwardnames_weights.bin" CACHE FILEPATH
+    "The weights file (the Conan recipe points at its own copy)")
 set(AWKWARDNAMES_WEIGHT_SOURCES "")
 if(AWKWARDNAMES_EXTERNAL_WEIGHTS)
   return()
 endif()
 
 # The generated code addresses constants by offset: a different file would be read wrong.
+if(NOT EXISTS "${AWKWARDNAMES_WEIGHTS_FILE}")
+  message(FATAL_ERROR "AwkwardNames: the weights file ${AWKWARDNAMES_WEIGHTS_FILE} is missing")
+endif()
 file(SIZE "${AWKWARDNAMES_WEIGHTS_FILE}" awkwardnames_weights_size)
 file(SHA256 "${AWKWARDNAMES_WEIGHTS_FILE}" awkwardnames_weights_sha256)
 if(NOT awkwardnames_weights_size EQUAL 0 OR
    NOT awkwardnames_weights_sha256 STREQUAL "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-  message(FATAL_ERROR "weights/awkwardnames_weights.bin is not the file this package was generated with "
+  message(FATAL_ERROR "${AWKWARDNAMES_WEIGHTS_FILE} is not the file this package was generated with "
           "(0 bytes, SHA-256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855): restore it or generate the package again")
 endif()
 

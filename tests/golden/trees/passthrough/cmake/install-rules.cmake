@@ -26,7 +26,8 @@ install(FILES
   DESTINATION ${Passthrough_INSTALL_CMAKEDIR})
 install(FILES metadata.json DESTINATION ${CMAKE_INSTALL_DATADIR}/passthrough)
 if(PASSTHROUGH_EXTERNAL_WEIGHTS)
-  install(FILES weights/passthrough_weights.bin DESTINATION ${CMAKE_INSTALL_DATADIR}/passthrough)
+  install(FILES "${PASSTHROUGH_WEIGHTS_FILE}" DESTINATION ${CMAKE_INSTALL_DATADIR}/passthrough
+          RENAME passthrough_weights.bin)
 endif()
 # The cli carries what it links: installed beside a shared library (or with external weights),
 # it adds no second copy of the weights; beside a static library it would.

@@ -8,18 +8,22 @@
 # file as a generated C array (cmake/weights_to_c.cmake, at build time; slower). With
 # PASSTHROUGH_EXTERNAL_WEIGHTS the library reads the same file at run time instead.
 
-set(PASSTHROUGH_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/passthrough_weights.bin")
+set(PASSTHROUGH_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/passthrough_weights.bin" CACHE FILEPATH
+    "The weights file (the Conan recipe points at its own copy)")
 set(PASSTHROUGH_WEIGHT_SOURCES "")
 if(PASSTHROUGH_EXTERNAL_WEIGHTS)
   return()
 endif()
 
 # The generated code addresses constants by offset: a different file would be read wrong.
+if(NOT EXISTS "${PASSTHROUGH_WEIGHTS_FILE}")
+  message(FATAL_ERROR "Passthrough: the weights file ${PASSTHROUGH_WEIGHTS_FILE} is missing")
+endif()
 file(SIZE "${PASSTHROUGH_WEIGHTS_FILE}" passthrough_weights_size)
 file(SHA256 "${PASSTHROUGH_WEIGHTS_FILE}" passthrough_weights_sha256)
 if(NOT passthrough_weights_size EQUAL 24 OR
    NOT passthrough_weights_sha256 STREQUAL "63f3d202f7d7f6b42dac099be112e7619f8b8898eaf4e9b3293a70bd7695cf93")
-  message(FATAL_ERROR "weights/passthrough_weights.bin is not the file this package was generated with "
+  message(FATAL_ERROR "${PASSTHROUGH_WEIGHTS_FILE} is not the file this package was generated with "
           "(24 bytes, SHA-256 63f3d202f7d7f6b42dac099be112e7619f8b8898eaf4e9b3293a70bd7695cf93): restore it or generate the package again")
 endif()
 
