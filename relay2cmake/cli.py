@@ -121,7 +121,9 @@ def gen(
     ),
     name: str | None = typer.Option(None, "--name", help="CMake package name (default: from the file name)."),
     version: str = typer.Option(
-        "1.0.0", "--version", help="Package version: 1 to 4 numbers separated by dots, as CMake takes."
+        "1.0.0",
+        "--version",
+        help="Package version X.Y.Z, optionally with -pre-release and +build (semantic versioning).",
     ),
     input_shape: list[str] = typer.Option(
         [], "--input-shape", help="Fix an input's shape, NAME=D0,D1,... (repeatable)."

@@ -59,7 +59,11 @@ def _is_library_name(name: str) -> bool:
 
 # fullmatch, not match with "$": "$" also matches before a trailing newline ("1.0.0\n").
 _PACKAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_VERSION = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}")
+# Semantic versioning: MAJOR.MINOR.PATCH, then an optional -pre-release and +build.
+_IDENTIFIERS = r"[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*"
+_VERSION = re.compile(
+    rf"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-{_IDENTIFIERS})?(\+{_IDENTIFIERS})?"
+)
 # Library names the linker already knows: a target "m" would link to itself instead of libm.
 SYSTEM_LIBRARIES = frozenset({"c", "m", "dl", "rt", "pthread", "util", "gcc", "gcc_s", "atomic", "stdc"})
 
@@ -102,10 +106,15 @@ def check_package_name(name: str) -> str:
 def check_version(version: str) -> str:
     if not _VERSION.fullmatch(version):
         raise UserError(
-            f"--version {version!r} is not a version CMake accepts: use numbers separated by dots "
-            "(for example 1.0.0)."
+            f"--version {version!r} is not a version X.Y.Z (three numbers, then optionally "
+            "-pre-release and +build: 1.0.0, 2.1.0-rc.1, 1.0.0+build.5)."
         )
     return version
+
+
+def cmake_version(version: str) -> str:
+    """What CMake's ``project(VERSION)`` takes of a checked version: ``X.Y.Z``."""
+    return re.split(r"[-+]", version, maxsplit=1)[0]
 
 
 def c_prefix(package_name: str) -> str:

@@ -459,7 +459,12 @@ def bench(entry, path, cli, input_paths, inputs, work, result) -> None:
 def sizes(source: Path, build_dir: Path, prefix: str) -> dict:
     package = sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
     libraries = [p for p in build_dir.rglob(f"lib{prefix}.*") if p.is_file() and p.suffix in (".a", ".so")]
-    return {"package_bytes": package, "library_bytes": libraries[0].stat().st_size if libraries else None}
+    weights = json.loads((source / "metadata.json").read_text())["weights_file"]["bytes"]
+    return {
+        "package_bytes": package,
+        "library_bytes": libraries[0].stat().st_size if libraries else None,
+        "weights_file_bytes": weights,
+    }
 
 
 def run_entry(entry: Entry, skip_bench: bool, out: Path = OUT) -> dict:

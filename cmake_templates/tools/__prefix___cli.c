@@ -2,12 +2,15 @@
 /*
  * __prefix___cli: run the model on .npy files.
  *
- *   __prefix___cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...
+ *   __prefix___cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]
+ *                  [--weights FILE] IN0.npy ...
  *
  * --weights: the weights file, for libraries built with __PREFIX___EXTERNAL_WEIGHTS=ON
  * (weights/__prefix___weights.bin in the package, share/__prefix__/ once installed).
  * Inputs are given in model order and must match each input's dtype and shape exactly.
- * Outputs are written to DIR/output_0.npy, DIR/output_1.npy, ... in model order.
+ * Outputs are written to DIR/output_0.npy, DIR/output_1.npy, ... in model order, or with
+ * --named-outputs to DIR/<name>.npy, the name being the output's C identifier in the header.
+ * One line per output says which model output went to which file (--quiet: none).
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -42,7 +45,8 @@ static int usage(void) {
   char name[256];
   size_t i;
   fprintf(stderr,
-          "usage: __prefix___cli [--output-dir DIR] [--bench N] [--warmup N] [--threads T] [--weights FILE] IN0.npy ...\n"
+          "usage: __prefix___cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]\n"
+          "                    [--weights FILE] IN0.npy ...\n"
           "inputs, in this order:\n");
   for (i = 0; (info = __prefix___input_info(i)) != NULL; ++i) {
     char shape[256];
@@ -80,6 +84,15 @@ static int compare_doubles(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+static int takes_value(const char* option) {
+  static const char* const options[] = {"--output-dir", "--bench", "--warmup", "--threads", "--weights"};
+  size_t i;
+  for (i = 0; i < sizeof(options) / sizeof(options[0]); ++i) {
+    if (strcmp(option, options[i]) == 0) return 1;
+  }
+  return 0;
+}
+
 static int make_directory(const char* path) {
 #ifdef _WIN32
   return _mkdir(path) == 0 || errno == EEXIST ? 0 : -1;
@@ -93,6 +106,7 @@ int main(int argc, char** argv) {
   const char* weights_path = NULL;
   npy_blob weights;
   long bench = 0, warmup = 1, threads = 1;
+  int quiet = 0, named_outputs = 0;
   const char* paths[__PREFIX___NUM_INPUTS + 1];
   size_t num_paths = 0;
   npy_array arrays[__PREFIX___NUM_INPUTS + 1];
@@ -118,6 +132,10 @@ int main(int argc, char** argv) {
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       usage();
       return 0;
+    } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
+      quiet = 1;
+    } else if (strcmp(arg, "--named-outputs") == 0) {
+      named_outputs = 1;
     } else if (strcmp(arg, "--output-dir") == 0 && i + 1 < argc) {
       output_dir = argv[++i];
     } else if (strcmp(arg, "--bench") == 0 && i + 1 < argc) {
@@ -128,8 +146,11 @@ int main(int argc, char** argv) {
       if (!parse_count("--threads", argv[++i], 1, __PREFIX___MAX_THREADS, &threads)) return 2;
     } else if (strcmp(arg, "--weights") == 0 && i + 1 < argc) {
       weights_path = argv[++i];
-    } else if (arg[0] == '-' && arg[1] == '-') {
-      fprintf(stderr, "__prefix___cli: unknown option %s\n", arg);
+    } else if (takes_value(arg)) {
+      fprintf(stderr, "__prefix___cli: %s needs a value\n", arg);
+      return usage();
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      fprintf(stderr, "__prefix___cli: unknown option %s\n", printable(arg, name, sizeof(name)));
       return usage();
     } else {
       if (num_paths == __PREFIX___NUM_INPUTS) {
@@ -248,7 +269,8 @@ int main(int argc, char** argv) {
     char path[4096];
     int length;
     __prefix___output_shape(context, k, dims);
-    length = snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
+    length = named_outputs ? snprintf(path, sizeof(path), "%s/%s.npy", output_dir, info->c_name)
+                           : snprintf(path, sizeof(path), "%s/output_%u.npy", output_dir, (unsigned)k);
     if (length < 0 || (size_t)length >= sizeof(path)) {
       fprintf(stderr, "__prefix___cli: the output directory's path is too long\n");
       goto done;
@@ -257,6 +279,12 @@ int main(int argc, char** argv) {
       fprintf(stderr, "__prefix___cli: output %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),
               error);
       goto done;
+    }
+    if (!quiet) {
+      char shape[256], file[256];
+      npy_shape_text(info->ndim, dims, shape, sizeof(shape));
+      printf("output %u '%s' %s%s -> %s\n", (unsigned)k, printable(info->name, name, sizeof(name)), info->dtype_name,
+             shape, printable(path, file, sizeof(file)));
     }
   }
   exit_code = 0;

@@ -15,7 +15,7 @@ from relay2cmake.arena import align_up
 from relay2cmake.emit.weights import WeightsFile
 from relay2cmake.golden import GoldenData
 from relay2cmake.kernel_sets import wide_kernel_symbol
-from relay2cmake.naming import c_string_literal, comment_text, file_label, markdown_text
+from relay2cmake.naming import c_string_literal, cmake_version, comment_text, file_label, markdown_text
 from relay2cmake.plan import PackagePlan
 from relay2cmake.targets import KernelTarget
 
@@ -179,7 +179,8 @@ class PackageView:
     name: str  # CMake package name
     prefix: str  # C prefix
     PREFIX: str
-    version: str
+    version: str  # X.Y.Z[-pre][+build]: Conan, the header, the README
+    cmake_version: str  # X.Y.Z: project(VERSION), the library's VERSION and SOVERSION
     banner_c: str
     banner_hash: str
     banner_lines: tuple[str, ...]
@@ -360,6 +361,7 @@ def build_view(
         prefix=prefix,
         PREFIX=prefix.upper(),
         version=identity.version,
+        cmake_version=cmake_version(identity.version),
         banner_c=c_banner(identity),
         banner_hash=hash_banner(identity),
         banner_lines=tuple(banner_lines(identity)),

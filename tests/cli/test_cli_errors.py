@@ -91,7 +91,10 @@ def test_bad_input_shapes(mlp_path, tmp_path, flag, expected):
         (["--name", "9lives"], "not a valid package name"),
         (["--name", "has-dash"], "not a valid package name"),
         (["--name", "Int"], "reserved word"),
-        (["--version", "1.x"], "is not a version CMake accepts"),
+        (["--version", "1.x"], "is not a version X.Y.Z"),
+        (["--version", "1.0"], "is not a version X.Y.Z"),
+        (["--version", "1.0.0.0"], "is not a version X.Y.Z"),
+        (["--version", "01.0.0"], "is not a version X.Y.Z"),
     ],
 )
 def test_bad_names_and_versions(mlp_path, tmp_path, args, expected):

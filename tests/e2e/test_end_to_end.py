@@ -74,8 +74,23 @@ def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):
         np.save(paths[-1], array)
     result = run([cli, "--output-dir", tmp_path / "out", "--bench", "5", "--warmup", "1", *paths])
     assert result.stdout.startswith("latency_ms min=")
-    ours = [np.load(tmp_path / "out" / f"output_{i}.npy") for i in range(len(package.metadata["outputs"]))]
+    outputs = package.metadata["outputs"]
+    ours = [np.load(tmp_path / "out" / f"output_{i}.npy") for i in range(len(outputs))]
     _compare(ours, onnxruntime_outputs(package.model, package.metadata, inputs))
+    # One line per output: which model output went to which file, with its dtype and shape.
+    for index, (output, array) in enumerate(zip(outputs, ours, strict=True)):
+        shape = ", ".join(map(str, array.shape))
+        file = f"{tmp_path / 'out'}/output_{index}.npy"
+        line = f"output {index} '{output['name']}' {output['dtype']}[{shape}] -> {file}"
+        assert line in result.stdout.splitlines(), result.stdout
+
+    # --named-outputs: files named after the outputs (their C identifiers); --quiet: no lines.
+    named = run([cli, "--output-dir", tmp_path / "named", "--named-outputs", "--quiet", *paths])
+    assert named.stdout == ""
+    for output, array in zip(outputs, ours, strict=True):
+        np.testing.assert_array_equal(np.load(tmp_path / "named" / f"{output['c_name']}.npy"), array)
+    missing = run([cli, *paths, "--output-dir"], check=False)
+    assert missing.returncode == 2 and "--output-dir needs a value" in missing.stderr, missing.stderr
 
 
 def paths_of(folder):

@@ -51,3 +51,8 @@ def test_real_model(entry, out_dir):
     assert result["gen"]["exit_code"] == 0
     assert result["ctest"] == "pass"
     assert result["compare"]["ok"]
+    # The weights once: the package (sources, objects, the weights file) and the library each
+    # hold them once, plus a few MB.
+    weights = result["weights_file_bytes"]
+    assert result["package_bytes"] <= 1.05 * weights + 5 * 2**20, result["package_bytes"]
+    assert result["library_bytes"] <= 1.05 * weights + 5 * 2**20, result["library_bytes"]

@@ -63,6 +63,8 @@ def test_names_and_versions_with_a_trailing_newline_or_a_system_library_are_refu
             naming.check_package_name(clash)
     assert naming.package_name_from_path("printf") == "PrintfModel"
     assert naming.check_version("1.2.3") == "1.2.3" and naming.check_package_name("MyModel") == "MyModel"
+    for good, cmake in (("2.1.0-rc.1", "2.1.0"), ("1.0.0+build.5", "1.0.0"), ("0.3.1-x-y+z", "0.3.1")):
+        assert naming.check_version(good) == good and naming.cmake_version(good) == cmake
 
 
 def test_markdown_and_file_label_encoders():
