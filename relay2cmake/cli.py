@@ -19,6 +19,8 @@ app = typer.Typer(
 )
 
 _state = {"debug": False, "quiet": False}
+QUIET_HELP = "Print nothing but errors."
+DEBUG_HELP = "Show tracebacks for errors, and what TVM printed while working."
 
 
 def _echo(text: str, err: bool = False) -> None:
@@ -38,17 +40,23 @@ def _main(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
     ),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only errors and the final result."),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     _state["debug"] = debug
     _state["quiet"] = quiet
 
 
+def _flags(quiet: bool, debug: bool) -> None:
+    """The flags given after the command (``gen ... -q``) count as much as before it."""
+    _state["quiet"] = bool(_state["quiet"]) or quiet
+    _state["debug"] = bool(_state["debug"]) or debug
+
+
 def _progress():
     from relay2cmake.progress import Progress
 
-    return Progress(quiet=bool(_state["quiet"]))
+    return Progress(quiet=bool(_state["quiet"]), debug=bool(_state["debug"]))
 
 
 def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
@@ -153,12 +161,16 @@ def gen(
         help="Write the package even when no second reference confirms the golden outputs, or when "
         "the package fails its own golden test (both are reported in metadata.json).",
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
 ) -> None:
     """Generate a CMake package from MODEL.
 
     Before writing, gen builds the package with CMake and runs its golden test against
     reference outputs that two independent paths agree on (e.g. ONNX Runtime and ONNX's
     reference evaluator); optimisations that fail are declined, with a warning."""
+
+    _flags(quiet, debug)
 
     def action() -> None:
         # Mistakes in files and flags answer before TVM loads (seconds, with PyTorch installed).
@@ -191,6 +203,8 @@ def gen(
             progress=_progress(),
         )
         plan = report.plan
+        if _state["quiet"]:
+            return
         for warning in report.warnings:
             _echo(f"warning: {warning}", err=True)
         _echo(
@@ -214,11 +228,15 @@ def tune(
     constant_input: list[str] = typer.Option([], "--constant-input", help="As for gen."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
     no_winograd: bool = typer.Option(False, "--no-winograd", help="As for gen (tune what gen will build)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
 ) -> None:
     """Search faster schedules for MODEL's kernels with MetaSchedule (minutes; optional).
 
     A kernel keeps a tuned schedule only if it ran faster than the default one here;
     `gen --tuning-db OUT` uses them."""
+
+    _flags(quiet, debug)
 
     def action() -> None:
         from relay2cmake.frontends import check_model_path
@@ -240,6 +258,8 @@ def tune(
             winograd=not no_winograd,
         )
         tuning_db.save(report.database, out)
+        if _state["quiet"]:
+            return
         for record in report.database.records:
             _echo(f"  {record.kernel}: {record.tuned_us:.1f} us tuned, {record.default_us:.1f} us default")
         _echo(
@@ -257,8 +277,10 @@ def inspect(
     ),
     input_shape: list[str] = typer.Option([], "--input-shape", help="Fix an input's shape, NAME=D0,D1,..."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
 ) -> None:
     """Describe MODEL: inputs, outputs, operators, parameters, memory, and what cannot be lowered."""
+    _flags(False, debug)
 
     def action() -> None:
         import json
@@ -279,13 +301,18 @@ def inspect(
 def demo(
     out: Path = typer.Option(Path("relay2cmake-demo"), "--out", "-o", help="Working folder for the demo."),
     force: bool = typer.Option(False, "--force", help="Use OUT even if it holds something else."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),
 ) -> None:
     """Generate, build, install and run a package from the bundled sample model."""
+    _flags(quiet, debug)
 
     def action() -> None:
         from relay2cmake.commands.demo import run_demo
 
         seconds = run_demo(out, force, _progress())
+        if _state["quiet"]:
+            return
         timing = ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
         _echo(f"Demo done in {sum(seconds.values()):.1f}s ({timing}). Everything is in {out}/.")
 

@@ -290,7 +290,7 @@ class _Builder:
         fallbacks = fallback_lines(lowered, targets)
         files = timed("render", "Rendering the package", lambda: self._render(identity, plan, fallbacks))
         staging = timed(
-            "stage", f"Writing {options.out}", lambda: stage_package(options.out, files, options.force)
+            "stage", "Staging the package's files", lambda: stage_package(options.out, files, options.force)
         )
         self.staged.append(staging)
         check = self_check.CheckResult((), (), skipped="--no-self-check")

@@ -111,7 +111,7 @@ def test_tune_writes_a_database_gen_accepts(tmp_path):
     model = tmp_path / "one_matmul.onnx"
     onnx.save(_one_matmul(), str(model))
     database = tmp_path / "tuning.json"
-    result = relay2cmake("-q", "tune", str(model), "-o", str(database), "--trials", "4", "--target", "x86_64")
+    result = relay2cmake("tune", str(model), "-o", str(database), "--trials", "4", "--target", "x86_64")
     assert "of 1 kernels faster than their default schedule (x86_64:x86-64-v3)" in result.stdout
     document = json.loads(database.read_text())
     assert document["format"] == "relay2cmake-tuning-1" and document["target"] == "x86_64:x86-64-v3"
