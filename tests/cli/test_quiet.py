@@ -47,3 +47,25 @@ def test_tvm_warnings_only_with_debug_and_quiet_prints_nothing(tmp_path):
         result = _gen(*quiet, "-o", out, *common)
         assert (result.stdout, result.stderr) == ("", ""), result
         assert (out / "metadata.json").exists()
+
+
+def test_onnx_models_never_load_pytorch(tmp_path):
+    """tvm_ffi imports torch whenever it is installed (1.8 s of every command here); only the
+    .pt2 frontend needs it. Checked in a fresh interpreter: import, lowering and planning."""
+    import importlib.util
+
+    assert importlib.util.find_spec("torch") is not None, "the test extras install torch"
+    model = _embedding(tmp_path / "embed.onnx")
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from relay2cmake.frontends import import_model\n"
+        "from relay2cmake.lower.pipeline import lower\n"
+        "from relay2cmake.plan import build_plan\n"
+        f"imported = import_model(Path({str(model)!r}), {{}})\n"
+        "build_plan(imported, lower(imported.module, 'embed'), stage_inputs=True)\n"
+        "import tvm\n"
+        "print('torch' in sys.modules, 'tvm' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "True"], result.stdout
