@@ -87,6 +87,7 @@ def load_tvm(path: Path) -> None:
 
     if "tvm" in sys.modules or "torch" in sys.modules or path.suffix.lower() == ".pt2":
         import tvm
+
         return
     sys.modules["torch"] = None  # type: ignore[assignment]
     try:
