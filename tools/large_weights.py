@@ -1,12 +1,14 @@
-"""Large weights: generation and build cost with embedded weights and with external weights.
+"""Large weights: what a package costs on disk, in the build and in memory, by weights size.
 
-    .venv/bin/python tools/large_weights.py            # 64 MB and 512 MB, writes docs/large_weights.md
+    .venv/bin/python tools/large_weights.py            # 64, 512 and 1024 MB, writes docs/large_weights.md
     .venv/bin/python tools/large_weights.py --sizes 64 # one size, prints the table only
+    .venv/bin/python tools/large_weights.py --sizes 64 --no-conan  # without `conan create`
 
 For each size, one dense layer (``model_zoo.large_dense``) goes through `relay2cmake gen`, a
-CMake build with the weights compiled in (2 jobs), a build with `<P>_EXTERNAL_WEIGHTS=ON`, and
-one cli run of each (process start to exit: the external run maps the file and checks its
-SHA-256). Peak memory is the largest resident set of any process of a step.
+CMake build with the weights compiled in (2 jobs) and its install, a build with
+`<P>_EXTERNAL_WEIGHTS=ON`, one cli run of each (process start to exit: the external run reads
+the file and checks its SHA-256), and `conan create` in a fresh Conan home (the cache's size
+after it). Peak memory is the largest resident set of any process of a step.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
-def measure(cmd: list) -> tuple[float, float]:
+def measure(cmd: list, env: dict | None = None) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of ``cmd`` and its descendants, in a fresh process so
     that earlier steps do not count."""
     probe = (
@@ -36,7 +38,7 @@ def measure(cmd: list) -> tuple[float, float]:
         "print(json.dumps({'rc': done.returncode, 's': seconds, 'mb': peak, 'err': done.stderr[-2000:]}))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True, check=True, env=env
     )
     report = json.loads(result.stdout.strip().splitlines()[-1])
     if report["rc"] != 0:
@@ -44,7 +46,7 @@ def measure(cmd: list) -> tuple[float, float]:
     return report["s"], report["mb"]
 
 
-def one_size(megabytes: int, work: Path) -> dict:
+def one_size(megabytes: int, work: Path, conan: bool) -> dict:
     import numpy as np
     import onnx
     from model_zoo import large_dense
@@ -59,7 +61,7 @@ def one_size(megabytes: int, work: Path) -> dict:
                                            "--name", f"Dense{megabytes}", "--force"])  # fmt: skip
     meta = json.loads((package / "metadata.json").read_text())
     row["weight_bytes"] = meta["memory"]["weight_bytes"]
-    row["package_mb"] = sum(p.stat().st_size for p in package.rglob("*") if p.is_file()) / 2**20
+    row["package_mb"] = _folder_mb(package)
     prefix = meta["package"]["prefix"]
     side = meta["inputs"][0]["shape"][1]
     np.save(work / "x.npy", np.ones((1, side), dtype=np.float32))
@@ -73,6 +75,10 @@ def one_size(megabytes: int, work: Path) -> dict:
             [cmake, "--build", build, "--parallel", "2"]
         )
         row[f"{mode}_library_mb"] = (build / f"lib{prefix}.a").stat().st_size / 2**20
+        if mode == "embedded":
+            subprocess.run([cmake, "--install", build, "--prefix", work / f"install{megabytes}"],
+                           check=True, capture_output=True)  # fmt: skip
+            row["install_mb"] = _folder_mb(work / f"install{megabytes}")
         weights = ["--weights", package / "weights" / f"{prefix}_weights.bin"] if mode == "external" else []
         row[f"{mode}_run_s"], row[f"{mode}_run_mb"] = measure(
             [build / f"{prefix}_cli", *weights, "--output-dir", work / f"out_{mode}", work / "x.npy"]
@@ -81,23 +87,36 @@ def one_size(megabytes: int, work: Path) -> dict:
         work / "out_external" / "output_0.npy"
     ).read_bytes()
     row["same_outputs"] = same
+    if conan:
+        home = work / f"conan{megabytes}"
+        env = {**os.environ, "CONAN_HOME": str(home)}
+        conan_bin = str(Path(sys.executable).parent / "conan")
+        subprocess.run([conan_bin, "profile", "detect"], env=env, check=True, capture_output=True)
+        row["conan_s"], row["conan_mb"] = measure([conan_bin, "create", package], env=env)
+        row["conan_cache_mb"] = _folder_mb(home / "p")
+        row["package_after_conan_mb"] = _folder_mb(package)
     return row
+
+
+def _folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
 
 def table(rows: list[dict]) -> list[str]:
     lines = [
         "| weights | gen s | gen peak MB | package MB | build s (embedded) | build peak MB | library MB "
-        "| build s (external) | library MB | cli run s (embedded) | cli run s (external: read + SHA-256) "
-        "| same outputs |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| install MB | build s (external) | library MB | cli run s (embedded) "
+        "| cli run s (external: read + SHA-256) | conan create s | Conan cache MB | same outputs |",
+        "|" + " ---: |" * 14 + " --- |",
     ]
     for r in rows:
         size = r["weight_bytes"] / 2**20
+        conan = f"{r['conan_s']:.1f} | {r['conan_cache_mb']:.0f}" if "conan_s" in r else "- | -"
         lines.append(
             f"| {size:.0f} MB | {r['gen_s']:.1f} | {r['gen_mb']:.0f} | {r['package_mb']:.0f} "
             f"| {r['embedded_build_s']:.1f} | {r['embedded_build_mb']:.0f} | {r['embedded_library_mb']:.0f} "
-            f"| {r['external_build_s']:.1f} | {r['external_library_mb']:.1f} "
-            f"| {r['embedded_run_s']:.3f} | {r['external_run_s']:.3f} "
+            f"| {r['install_mb']:.0f} | {r['external_build_s']:.1f} | {r['external_library_mb']:.1f} "
+            f"| {r['embedded_run_s']:.3f} | {r['external_run_s']:.3f} | {conan} "
             f"| {'yes' if r['same_outputs'] else 'NO'} |"
         )
     return lines
@@ -107,21 +126,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], help="weights in MB")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 1024], help="weights in MB")
+    parser.add_argument("--no-conan", action="store_true", help="leave out `conan create`")
     parser.add_argument("--out", default=None, help="Markdown report (default: docs/large_weights.md)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             started = time.perf_counter()
-            rows.append(one_size(size, Path(folder)))
+            rows.append(one_size(size, Path(folder), conan=not args.no_conan))
             print(f"{size} MB done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     lines = table(rows)
     print("\n".join(lines))
     out = (
         Path(args.out)
         if args.out
-        else (ROOT / "docs" / "large_weights.md" if args.sizes == [64, 512] else None)
+        else (ROOT / "docs" / "large_weights.md" if args.sizes == [64, 512, 1024] else None)
     )
     if out is not None:
         header = [
@@ -129,10 +149,12 @@ def main() -> None:
             "",
             f"Produced by `tools/large_weights.py` on a {os.cpu_count()}-core machine (gcc 12, "
             "-O2 Release, 2 build jobs). One dense layer per size; the cli run is a whole process: start,",
-            "load, one inference, write the output. Embedded weights are 64-byte-aligned string literals in",
-            "16 MB shards (`src/<p>_weights_<i>.c`); external weights are `weights/<p>_weights.bin`,",
-            "which the cli reads (`--weights`) and the library checks against the size and SHA-256",
-            "compiled into the code (`<p>_weights_load` would map it instead).",
+            "load, one inference, write the output. The package holds the weights once, as",
+            "`weights/<p>_weights.bin`: embedded builds compile it in with the assembler's `.incbin`;",
+            "external builds read it at run time (the cli with `--weights`), checked against the size and",
+            "SHA-256 compiled into the code. Install: the static library and headers (the cli stays in",
+            "the build folder). Conan cache: the whole `p/` folder after `conan create` (recipe with",
+            "the weights, build folder, package).",
             "",
         ]
         out.write_text("\n".join(header + lines) + "\n")

@@ -21,10 +21,17 @@ not a copy of the output). An M that 4 does not divide is then rounded up as wel
 keeps the first M rows). A batched matmul whose computed right operand has such an N
 (attention's Q.K^T over ViT's 197 tokens, 12 GFLOPS as scalar code) packs that operand at run
 time the same way.
+
+Tied embeddings (GPT-2's word embedding E [V, D] is also its LM head, ``h @ E^T``) would be
+stored twice: E for the embedding's Gather and E^T packed for the matmul. A Gather along
+axis 0 of a constant whose transpose is a packed weight reads the packed copy instead
+(row v of E is column v of B: ``packed[v // 16, :, v % 16]``), so the weights hold E once.
+The Gather's indices are already checked and non-negative (``index_checks`` runs first).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
@@ -84,6 +91,47 @@ def _pack_columns(matrix):
     return te.compute(shape, element, name="r2c_pack_columns")
 
 
+def _take_packed(indices, packed, rows: int):
+    """Rows ``indices`` of E [rows, D] from ``packed`` [rows/16, D, 16], E's transpose packed."""
+    from tvm import te
+
+    depth = int(packed.shape[1])
+
+    def element(*index):
+        *where, d = index
+        row = indices[tuple(where)].astype("int64")
+        return packed[row // PACK, d, row % PACK]
+
+    return te.compute((*(int(n) for n in indices.shape), depth), element, name="r2c_take_packed")
+
+
+def _constant_take_tables(module) -> set[tuple[int, ...]]:
+    """Shapes of the float32 constants that a ``take`` along axis 0 reads."""
+    import tvm
+    from tvm import relax
+
+    take = tvm.ir.Op.get("relax.take")
+    shapes: set[tuple[int, ...]] = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.op == take and expr.args:
+            table = expr.args[0]
+            if isinstance(table, tvm.ir.GenericConst) and str(table.value.dtype) == "float32":
+                shapes.add(tuple(int(d) for d in table.value.shape))
+
+    for func in module.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return shapes
+
+
+def _key(matrix) -> bytes:
+    """Content key of a float32 matrix (shape and bytes)."""
+    import numpy as np
+
+    return hashlib.sha256(repr(matrix.shape).encode() + np.ascontiguousarray(matrix).tobytes()).digest()
+
+
 def _qualifies(call, data_shape, weight) -> bool:
     return (
         data_shape is not None
@@ -103,6 +151,9 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
     from tvm import relax
 
     matmul = tvm.ir.Op.get("relax.matmul")
+    take = tvm.ir.Op.get("relax.take")
+    packed_by_transpose: dict[bytes, tuple[relax.Expr, int]] = {}  # key of B^T → (packed B, N)
+    table_shapes = _constant_take_tables(module)  # only a B of such a shape transposed is hashed
 
     @relax.expr_functor.mutator
     class _Pack(relax.PyExprMutator):
@@ -118,13 +169,11 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
                 return call
             depth, columns = value.shape
             padded = np.pad(value, [(0, 0), (0, -columns % PACK)])
-            packed = np.ascontiguousarray(padded.reshape(depth, -1, PACK).transpose(1, 0, 2))
+            packed = relax.const(np.ascontiguousarray(padded.reshape(depth, -1, PACK).transpose(1, 0, 2)))
+            if (columns, depth) in table_shapes:
+                packed_by_transpose.setdefault(_key(value.T), (packed, columns))
             return self.builder_.call_te(
-                _matmul_packed,
-                call.args[0],
-                relax.const(packed),
-                columns=columns,
-                primfunc_name_hint="matmul",
+                _matmul_packed, call.args[0], packed, columns=columns, primfunc_name_hint="matmul"
             )
 
         def computed_operand(self, call):
@@ -152,4 +201,24 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
                 _matmul_packed, call.args[0], packed, columns=right[-1], primfunc_name_hint="matmul"
             )
 
-    return rewrite_functions(module, _Pack(module))
+    @relax.expr_functor.mutator
+    class _TiedTake(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op != take or call.attrs.axis is None or int(call.attrs.axis) not in (0, -2):
+                return call
+            table = constant_or_self(self, call.args[0])
+            if not isinstance(table, tvm.ir.GenericConst) or str(table.value.dtype) != "float32":
+                return call
+            value = table.value.numpy()
+            if value.ndim != 2 or static_shape(call.args[1]) is None:
+                return call
+            tied = packed_by_transpose.get(_key(value))
+            if tied is None:
+                return call
+            return self.builder_.call_te(
+                _take_packed, call.args[1], tied[0], rows=value.shape[0], primfunc_name_hint="take"
+            )
+
+    packed = rewrite_functions(module, _Pack(module))
+    return rewrite_functions(packed, _TiedTake(packed)) if packed_by_transpose else packed
