@@ -23,10 +23,14 @@ class WeightsFile:
 
 
 def weights_file(constants: tuple[Constant, ...]) -> WeightsFile:
-    data = bytearray()
+    pieces: list[bytes] = []
     offsets = []
+    size = 0
     for constant in constants:
-        data.extend(b"\0" * (align_up(len(data)) - len(data)))
-        offsets.append(len(data))
-        data.extend(constant.data)
-    return WeightsFile(bytes(data), tuple(offsets), hashlib.sha256(data).digest())
+        padding = align_up(size) - size
+        pieces.append(b"\0" * padding)
+        offsets.append(size + padding)
+        pieces.append(constant.data)
+        size += padding + len(constant.data)
+    data = b"".join(pieces)  # one copy of the weights, not a growing buffer and then another
+    return WeightsFile(data, tuple(offsets), hashlib.sha256(data).digest())
