@@ -170,6 +170,17 @@ class DtypeView:
 class ToleranceView:
     atol: str  # repr() of the float, exact in C
     rtol: str
+    stride: int  # the golden test compares every stride-th element (see golden_stride)
+
+
+# An expected output is stored whole up to this many elements (1 MB of float32); a larger
+# one (GPT-2's 25 MB of logits) as every k-th element, so that the package stays the size of
+# its weights. 262,144 elements spread over the whole output still catch a wrong kernel.
+GOLDEN_ELEMENTS = 1 << 18
+
+
+def golden_stride(elements: int) -> int:
+    return max(1, -(-elements // GOLDEN_ELEMENTS))
 
 
 @dataclass(frozen=True)
@@ -370,7 +381,10 @@ def build_view(
         # Text that may quote the model (TVM's messages name its operators): Markdown-escaped.
         reference_markdown=markdown_text(reference),
         golden_notes_markdown=tuple(markdown_text(n) for n in golden.notes),
-        golden_tolerances=tuple(ToleranceView(repr(t.atol), repr(t.rtol)) for t in golden.tolerances),
+        golden_tolerances=tuple(
+            ToleranceView(repr(t.atol), repr(t.rtol), golden_stride(e.size))
+            for t, e in zip(golden.tolerances, golden.expected, strict=True)
+        ),
         fallbacks_markdown=tuple(markdown_text(f) for f in fallbacks),
         self_check_markdown=markdown_text(self_check),
         arena_bytes=plan.arena_bytes,

@@ -3,11 +3,11 @@
 """Consumes Passthrough with find_package and runs the golden check against its recorded data."""
 
 import os
-import shutil
 
 from conan import ConanFile
 from conan.tools.build import can_run
 from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
+from conan.tools.files import rm
 
 
 class PassthroughTestConan(ConanFile):
@@ -40,4 +40,5 @@ class PassthroughTestConan(ConanFile):
             CMake(self).test(env="conanrun")
         # Linked with a static library, the test program holds a copy of the weights: it goes
         # once it has run, so that the package folder does not grow by the weights' size.
-        shutil.rmtree(self.build_folder, ignore_errors=True)
+        for program in ("test_package", "test_package.exe"):
+            rm(self, program, self.build_folder, recursive=True)

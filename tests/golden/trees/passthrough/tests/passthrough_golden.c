@@ -22,6 +22,8 @@
 
 static const double atol_table[] = { 0.00014514738321304323, 0.0002191206455230713, 0.00013243589401245117, 0.0 };
 static const double rtol_table[] = { 0.001, 0.001, 0.001, 0.0 };
+/* expected_k.npy holds every stride-th element of a large output (see the package README). */
+static const size_t stride_table[] = { 1u, 1u, 1u, 1u };
 
 /* 1 when got matches want: NaN only NaN, an infinity only itself, finite values within
  * tolerance (inf - inf is NaN, so the plain formula would reject an exact infinity). */
@@ -126,15 +128,20 @@ int main(int argc, char** argv) {
     double worst = 0.0;
     size_t bad = 0;
     size_t elements = passthrough_output_num_elements(contexts[0], k);  /* bounded outputs: the actual count */
+    size_t stride = stride_table[k], sample;
+    int size_ok;
+    size_t sampled = (elements + stride - 1) / stride;
     info = passthrough_output_info(k);
-    if (strcmp(expected[k].descr, info->npy_descr) != 0 ||
-        expected[k].data_bytes != passthrough_output_num_bytes(contexts[0], k)) {
+    size_ok = elements == 0 ? expected[k].data_bytes == 0
+                            : expected[k].data_bytes == passthrough_output_num_bytes(contexts[0], k) / elements * sampled;
+    if (strcmp(expected[k].descr, info->npy_descr) != 0 || !size_ok) {
       fprintf(stderr, "expected_%u.npy does not match output '%s' (dtype or size)\n", (unsigned)k, info->name);
       return 1;
     }
-    for (e = 0; e < elements; ++e) {
+    for (e = 0, sample = 0; e < elements; e += stride, ++sample) {
       int bfloat16 = info->dtype == PASSTHROUGH_DTYPE_BFLOAT16;
-      double want = bfloat16 ? npy_bfloat16(expected[k].data, e) : npy_element(info->npy_descr, expected[k].data, e);
+      double want = bfloat16 ? npy_bfloat16(expected[k].data, sample)
+                             : npy_element(info->npy_descr, expected[k].data, sample);
       double got = bfloat16 ? npy_bfloat16(outputs[0][k], e) : npy_element(info->npy_descr, outputs[0][k], e);
       double error = fabs(got - want);
       if (!matches(got, want, atol_table[k], rtol_table[k])) ++bad;
@@ -147,8 +154,8 @@ int main(int argc, char** argv) {
     printf("output %u '%s': max_abs_error=%.3g atol=%g rtol=%g %s\n", (unsigned)k, info->name, worst,
            atol_table[k], rtol_table[k], bad ? "FAIL" : "ok");
     if (bad) {
-      fprintf(stderr, "output '%s': %u of %u elements out of tolerance\n", info->name, (unsigned)bad,
-              (unsigned)elements);
+      fprintf(stderr, "output '%s': %u of %u compared elements out of tolerance\n", info->name, (unsigned)bad,
+              (unsigned)sampled);
       ++failures;
     }
   }
