@@ -17,6 +17,7 @@ from relay2cmake.emit.package import (
     check_output_dir,
     commit_package,
     discard_staging,
+    golden_samples,
     render_package,
     stage_package,
 )
@@ -320,6 +321,9 @@ class _Builder:
         files = self._render(package.identity, package.plan, package.fallbacks, summary)
         for relative in ("metadata.json", "README.md"):
             (package.staging / relative).write_bytes(files[relative])
+        # Large expected outputs were whole for the check; the package keeps samples of them.
+        for relative, data in golden_samples(self.reference).items():
+            (package.staging / relative).write_bytes(data)
 
 
 # From this many bytes of weights the check reads them from the weights file instead of
