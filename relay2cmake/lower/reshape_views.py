@@ -91,6 +91,6 @@ def reshapes_as_views(module: Any) -> Any:
     new_main = relax.Function(
         main.params, relax.SeqExpr(blocks, body.body), main.ret_ty, main.is_pure, main.attrs
     )
-    updated = module.shallow_copy() if hasattr(module, "shallow_copy") else tvm.IRModule(module.functions)
+    updated = module.clone()  # the rest of the module (kernels, attributes) as it was
     updated["main"] = new_main
     return updated
