@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +161,6 @@ def metadata(
     }
 
 
-# A file's bytes, or a function that yields them in pieces while the file is written (large
-# files: the C text of the weights).
-Content = bytes | Callable[[], Iterable[bytes]]
-
-
 def render_package(
     identity: PackageIdentity,
     plan: PackagePlan,
@@ -174,13 +168,13 @@ def render_package(
     operators: tuple[str, ...],
     fallbacks: tuple[str, ...] = (),
     self_check: str = "not run",
-) -> dict[str, Content]:
+) -> dict[str, bytes]:
     """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked."""
     weights_file = weights.weights_file(plan.constants)
     kernels = plan.kernels
     c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
     view = build_view(identity, plan, weights_file, golden, fallbacks, self_check)
-    files: dict[str, Content] = dict(render_templates(view))
+    files: dict[str, bytes] = dict(render_templates(view))
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
     files[f"src/{prefix}_kernels.c"] = (banner + kernels.c_source).encode("utf-8")
@@ -252,7 +246,7 @@ def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> Non
         raise UserError(f"Cannot write to {str(out)!r}: permission denied.")
 
 
-def stage_package(out: Path, files: dict[str, Content], force: bool) -> Path:
+def stage_package(out: Path, files: dict[str, bytes], force: bool) -> Path:
     """Write into a fresh hidden sibling of ``out`` (``commit_package`` swaps it in, or
     ``discard_staging`` removes it): until then ``out`` is as it was."""
     check_output_dir(out, force)
@@ -265,9 +259,7 @@ def stage_package(out: Path, files: dict[str, Content], force: bool) -> Path:
         for relative, content in sorted(files.items()):
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("wb") as stream:
-                for piece in content() if callable(content) else (content,):
-                    stream.write(piece)
+            path.write_bytes(content)
         staging.chmod(0o755)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
