@@ -12,6 +12,7 @@ and every path that disagreed is named in ``notes``. When no two agree, generati
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import warnings
 from collections.abc import Callable, Sequence
@@ -177,9 +178,14 @@ def _conform(imported: ImportedModel, outputs) -> list[np.ndarray]:
 
 
 def _run_quietly(run: Callable, inputs) -> list:
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        return list(run(inputs))
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            return list(run(inputs))
+    finally:
+        # A runner's model (onnx's reference evaluator holds it in reference cycles) is as
+        # large as the weights: freed now, not at some later collection.
+        gc.collect()
 
 
 def reference_paths(imported: ImportedModel) -> list[Reference]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
+from relay2cmake.weights_file import WeightsFile, WeightsWriter, constant_bytes, tensor_values
 
 if TYPE_CHECKING:  # the plan reads both stages' results; it imports neither
     from relay2cmake.frontends import ImportedModel
@@ -63,7 +65,8 @@ class Constant:
     index: int
     dtype: str
     shape: tuple[int, ...]
-    data: bytes  # little-endian, C order
+    offset: int  # in the weights file, a multiple of 64
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class PackagePlan:
     output_buffers: tuple[int, ...]  # buffer index holding output i after the steps
     buffers: tuple[Buffer, ...]
     constants: tuple[Constant, ...]
+    weights: WeightsFile  # the constants' bytes, each at its offset
     steps: tuple[Step, ...]
     # Texts builtins report (an index check's operator); a step passes a text's index.
     texts: tuple[str, ...]
@@ -113,18 +117,21 @@ class PackagePlan:
 
     @property
     def weight_bytes(self) -> int:
-        return sum(len(c.data) for c in self.constants)
+        return sum(c.nbytes for c in self.constants)
 
 
 class _Builder:
     """Walks the bindings once, recording buffers, uses and steps."""
 
-    def __init__(self, lowered: LoweredModel, imported: ImportedModel, stage_inputs: bool):
+    def __init__(
+        self, lowered: LoweredModel, imported: ImportedModel, stage_inputs: bool, weights_folder: Path | None
+    ):
         self.lowered = lowered
         self.imported = imported
         self.stage_inputs = stage_inputs
         self.buffers: list[dict[str, Any]] = []  # mutable while building
         self.constants: list[Constant] = []
+        self.weights = WeightsWriter(weights_folder)
         self.constant_ids: dict[str, int] = {}
         self.refs: dict[Any, Any] = {}  # relax Var → buffer index | tuple of refs | None (ignored)
         self.last_use: dict[int, int] = {}  # root buffer index → last binding index
@@ -162,16 +169,16 @@ class _Builder:
             self.last_use[root] = max(self.last_use.get(root, -1), step)
 
     def constant(self, expr) -> int:
-        array = expr.value.numpy()
-        dtype = str(expr.value.dtype)
-        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-        key = hashlib.sha256(dtype.encode() + repr(array.shape).encode() + data).hexdigest()
+        array = tensor_values(expr.value)
+        dtype, shape = str(expr.value.dtype), tuple(int(d) for d in array.shape)
+        data = constant_bytes(array)
+        digest = hashlib.sha256(dtype.encode() + repr(shape).encode())
+        digest.update(data)
+        key = digest.hexdigest()
         if key not in self.constant_ids:
             index = len(self.constants)
-            self.constants.append(Constant(index, dtype, tuple(int(d) for d in array.shape), data))
-            self.constant_ids[key] = self.new_buffer(
-                dtype, tuple(int(d) for d in array.shape), "constant", index
-            )
+            self.constants.append(Constant(index, dtype, shape, self.weights.append(data), data.nbytes))
+            self.constant_ids[key] = self.new_buffer(dtype, shape, "constant", index)
         return self.constant_ids[key]
 
     # -- expressions -----------------------------------------------------------------------
@@ -393,6 +400,7 @@ class _Builder:
             output_buffers=tuple(output_refs),
             buffers=tuple(buffers),
             constants=tuple(self.constants),
+            weights=self.weights.finish(),
             steps=steps,
             texts=tuple(self.texts),
             arena_bytes=total,
@@ -419,7 +427,10 @@ def _io_table(signatures, extent_refs: list[int | None] | None = None) -> tuple[
     )
 
 
-def build_plan(imported: ImportedModel, lowered: LoweredModel, stage_inputs: bool) -> PackagePlan:
+def build_plan(
+    imported: ImportedModel, lowered: LoweredModel, stage_inputs: bool, weights_folder: Path | None = None
+) -> PackagePlan:
     """``stage_inputs``: reserve arena room to copy inputs that are not 64-byte aligned
-    (kernels compiled with aligned vector loads need it; portable C kernels do not)."""
-    return _Builder(lowered, imported, stage_inputs).run()
+    (kernels compiled with aligned vector loads need it; portable C kernels do not);
+    ``weights_folder``: where the weights file is written until the package is staged."""
+    return _Builder(lowered, imported, stage_inputs, weights_folder).run()

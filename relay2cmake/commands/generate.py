@@ -270,7 +270,9 @@ class _Builder:
             plan = timed(
                 "plan",
                 "Planning memory",
-                lambda: build_plan(self.imported, lowered, needs_aligned_inputs(targets)),
+                lambda: build_plan(
+                    self.imported, lowered, needs_aligned_inputs(targets), options.out.resolve().parent
+                ),
             )
         except ModelError as exc:
             if optimise:

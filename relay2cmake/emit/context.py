@@ -12,7 +12,6 @@ from typing import Any
 
 from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
-from relay2cmake.emit.weights import WeightsFile
 from relay2cmake.golden import GoldenData
 from relay2cmake.kernel_sets import wide_kernel_symbol
 from relay2cmake.naming import c_string_literal, cmake_version, comment_text, file_label, markdown_text
@@ -302,7 +301,6 @@ def workspace_bytes(plan: PackagePlan) -> int:
 def build_view(
     identity: PackageIdentity,
     plan: PackagePlan,
-    weights_file: WeightsFile,
     golden: GoldenData,
     fallbacks: tuple[str, ...] = (),
     self_check: str = "not run",
@@ -354,8 +352,8 @@ def build_view(
         args.extend(ArgView(int(a.kind == "tensor"), a.value) for a in step.args)
 
     constants = tuple(
-        ConstantView(file_offset=offset, dtype=c.dtype, shape_text=_shape_text(c.shape))
-        for c, offset in zip(plan.constants, weights_file.offsets, strict=True)
+        ConstantView(file_offset=c.offset, dtype=c.dtype, shape_text=_shape_text(c.shape))
+        for c in plan.constants
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
@@ -441,7 +439,7 @@ def build_view(
         output_extent_buffers=tuple(-1 if o.extent_buffer is None else o.extent_buffer for o in plan.outputs),
         max_output_ndim=max((len(o.shape) for o in plan.outputs), default=0),
         weights_file=weights_file_path(prefix),
-        weights_file_bytes=len(weights_file.data),
-        weights_sha256=weights_file.sha256.hex(),
-        weights_sha256_bytes=", ".join(f"0x{b:02x}" for b in weights_file.sha256),
+        weights_file_bytes=plan.weights.size,
+        weights_sha256=plan.weights.sha256.hex(),
+        weights_sha256_bytes=", ".join(f"0x{b:02x}" for b in plan.weights.sha256),
     )

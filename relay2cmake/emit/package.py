@@ -14,7 +14,6 @@ import numpy as np
 
 from relay2cmake import __version__
 from relay2cmake.dtypes import RAW_BITS
-from relay2cmake.emit import weights
 from relay2cmake.emit.context import (
     PackageIdentity,
     PackageView,
@@ -28,6 +27,10 @@ from relay2cmake.emit.context import (
 from relay2cmake.errors import UserError
 from relay2cmake.golden import GoldenData
 from relay2cmake.plan import PackagePlan
+from relay2cmake.weights_file import WeightsFile
+
+# A package's files: their bytes, or the weights file (on disk until staged).
+Files = dict[str, bytes | WeightsFile]
 
 
 def templates_dir() -> Path:
@@ -117,7 +120,6 @@ def metadata(
     plan: PackagePlan,
     golden: GoldenData,
     operators: tuple[str, ...],
-    weights_file: weights.WeightsFile,
 ) -> dict[str, Any]:
     def io(t):
         return {
@@ -139,8 +141,8 @@ def metadata(
         "outputs": [io(t) for t in plan.outputs],
         "weights_file": {
             "path": weights_file_path(identity.prefix),
-            "bytes": len(weights_file.data),
-            "sha256": weights_file.sha256.hex(),
+            "bytes": plan.weights.size,
+            "sha256": plan.weights.sha256.hex(),
         },
         "memory": {
             "arena_bytes": plan.arena_bytes,
@@ -168,13 +170,12 @@ def render_package(
     operators: tuple[str, ...],
     fallbacks: tuple[str, ...] = (),
     self_check: str = "not run",
-) -> dict[str, bytes]:
+) -> Files:
     """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked."""
-    weights_file = weights.weights_file(plan.constants)
     kernels = plan.kernels
     c_fallbacks = {arch: o.c_source for arch, o in kernels.objects.items() if o.in_c}
-    view = build_view(identity, plan, weights_file, golden, fallbacks, self_check)
-    files: dict[str, bytes] = dict(render_templates(view))
+    view = build_view(identity, plan, golden, fallbacks, self_check)
+    files: Files = dict(render_templates(view))
     banner = c_banner(identity) + "\n"
     prefix = identity.prefix
     files[f"src/{prefix}_kernels.c"] = (banner + kernels.c_source).encode("utf-8")
@@ -185,13 +186,13 @@ def render_package(
         if object_set.wide is not None:
             files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
     # The only copy of the weights: compiled in by cmake/weights.cmake, or read at run time.
-    files[view.weights_file] = weights_file.data
+    files[view.weights_file] = plan.weights
     for index, array in enumerate(golden.inputs):
         files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
     for index, array in enumerate(golden.expected):
         # Whole, for gen's own check; golden_samples() replaces the large ones afterwards.
         files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
-    document = metadata(identity, plan, golden, operators, weights_file)
+    document = metadata(identity, plan, golden, operators)
     document["fallbacks"] = list(fallbacks)
     document["self_check"] = self_check
     sets = dict(kernels.objects)
@@ -246,7 +247,7 @@ def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> Non
         raise UserError(f"Cannot write to {str(out)!r}: permission denied.")
 
 
-def stage_package(out: Path, files: dict[str, bytes], force: bool) -> Path:
+def stage_package(out: Path, files: Files, force: bool) -> Path:
     """Write into a fresh hidden sibling of ``out`` (``commit_package`` swaps it in, or
     ``discard_staging`` removes it): until then ``out`` is as it was."""
     check_output_dir(out, force)
@@ -259,7 +260,10 @@ def stage_package(out: Path, files: dict[str, bytes], force: bool) -> Path:
         for relative, content in sorted(files.items()):
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
+            if isinstance(content, WeightsFile):
+                content.copy_to(path)
+            else:
+                path.write_bytes(content)
         staging.chmod(0o755)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)

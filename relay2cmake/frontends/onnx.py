@@ -304,9 +304,9 @@ def import_onnx(
         inputs = _input_signatures(model, input_shapes)
         set_input_shapes(model, {s.name: s.shape for s in inputs})
         _check_tensor_sizes(model, inputs)
-        source = model  # the references run this: before our folding, independent of it
-        # Shape arithmetic and everything computed from constants become constants; this may
-        # also remove operators TVM cannot convert.
+        # Shape arithmetic and everything computed from constants become constants (in
+        # place: the references read the file itself); this may also remove operators TVM
+        # cannot convert.
         model = fold_constants(model)
         drop_empty_resize_inputs(model)
     except UserError:
@@ -344,15 +344,17 @@ def import_onnx(
         source_format="onnx",
         source_sha256=file_sha256(path),
         operators=operators,
-        references=_references(source, [s.name for s in inputs]),
+        references=_references(path, [s.name for s in inputs], frozen),
     )
 
 
-def _references(model: onnx.ModelProto, input_names: list[str]) -> tuple[Reference, ...]:
-    """ONNX Runtime, then ONNX's reference evaluator: both independent of TVM."""
+def _references(path: Path, input_names: list[str], frozen: dict[str, np.ndarray]) -> tuple[Reference, ...]:
+    """ONNX Runtime, then ONNX's reference evaluator: both independent of TVM, and both read
+    the model file as the user gave it (frozen inputs are fed like the others), so gen holds
+    no second copy of the weights while TVM's is alive."""
 
     def feeds(arrays):
-        return dict(zip(input_names, arrays, strict=True))
+        return {**dict(zip(input_names, arrays, strict=True)), **frozen}
 
     def onnxruntime(arrays):
         import onnxruntime as ort
@@ -361,13 +363,13 @@ def _references(model: onnx.ModelProto, input_names: list[str]) -> tuple[Referen
         options.log_severity_level = 3
         # Unoptimised: the reference should compute the graph as written.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return session.run(None, feeds(arrays))
 
     def onnx_reference(arrays):
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(model, new_ops=[_inference_batch_norm()])
+        evaluator = ReferenceEvaluator(str(path), new_ops=[_inference_batch_norm()])
         return evaluator.run(None, feeds(arrays))
 
     return (Reference("onnxruntime", onnxruntime), Reference("onnx-reference", onnx_reference))

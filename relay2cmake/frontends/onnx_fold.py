@@ -37,16 +37,14 @@ EXPANDING = frozenset(
 
 
 def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
-    """Turn the named graph inputs into initializers holding ``values``."""
-    frozen = onnx.ModelProto()
-    frozen.CopyFrom(model)
-    graph = frozen.graph
+    """Turn the named graph inputs into initializers holding ``values`` (in place)."""
+    graph = model.graph
     kept = [vi for vi in graph.input if vi.name not in values]
     del graph.input[:]
     graph.input.extend(kept)
     for name, array in values.items():
         graph.initializer.append(numpy_helper.from_array(array, name))
-    return frozen
+    return model
 
 
 def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -63,7 +61,7 @@ def static_tensor_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[in
     """(ONNX element type, shape) of every tensor whose shape ONNX's inference (with data
     propagation) knows completely."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(weightless(model), data_prop=True)
     except Exception:
         return {}
     types = {}
@@ -75,6 +73,45 @@ def static_tensor_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[in
         if all(d.HasField("dim_value") for d in dims):
             types[vi.name] = (tensor_type.elem_type, tuple(d.dim_value for d in dims))
     return types
+
+
+def weightless(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose initializers larger than ``MAX_FOLDED_BYTES`` carry no values,
+    for shape inference: it reads their shapes, and values only of the small integer tensors
+    that shapes are computed from. Shape inference serializes the model, and a copy of the
+    weights costs as much memory as the weights."""
+    skeleton = onnx.ModelProto()
+    _copy_fields(model, skeleton, skip="graph")
+    _copy_fields(model.graph, skeleton.graph, skip="initializer")
+    for tensor in model.graph.initializer:
+        if _value_bytes(tensor) <= MAX_FOLDED_BYTES:
+            skeleton.graph.initializer.add().CopyFrom(tensor)
+        else:
+            stub = skeleton.graph.initializer.add()
+            stub.name, stub.data_type = tensor.name, tensor.data_type
+            stub.dims.extend(tensor.dims)
+    return skeleton
+
+
+def _copy_fields(source, target, skip: str) -> None:
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if field.is_repeated:
+            getattr(target, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
+
+
+def _value_bytes(tensor: onnx.TensorProto) -> int:
+    """A tensor's size from its shape and type (reading ``raw_data`` would copy it)."""
+    try:
+        itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError):  # strings, undefined: kept whole
+        return 0
+    return int(np.prod(tensor.dims, dtype=np.float64)) * itemsize
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
@@ -140,79 +177,95 @@ FOLD_ROUNDS = 8
 
 
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with every foldable node replaced by its value, repeated while a
-    round still folds something."""
+    """``model``, changed in place: every foldable node replaced by its value, repeated while
+    a round still folds something."""
     for _ in range(FOLD_ROUNDS):
-        folded = _fold_once(model)
-        if folded is model:
+        if not _fold_once(model):
             break
-        model = folded
     return model
 
 
-def _fold_once(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` itself when nothing folds, else a copy with every foldable node replaced by
-    its value."""
+def _fold_once(model: onnx.ModelProto) -> bool:
+    """Replace every foldable node of ``model`` by its value (in place); whether any was."""
     graph = model.graph
     shapes = _static_shapes(model)
-    known: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    initializers = {init.name: init for init in graph.initializer}
+    # Initializers are read as arrays only when a node to fold takes them: converting all of
+    # them would copy the weights.
+    known: dict[str, np.ndarray] = {}
     folded: set[str] = set()
-    kept_nodes = []
-    for node in graph.node:
+    kept_nodes, kept_positions = [], set()
+    for position, node in enumerate(graph.node):
         value = None
         if node.domain in ("", "ai.onnx") and node.op_type not in NOT_FOLDED and not _has_subgraph(node):
             if node.op_type == "Shape" and node.input[0] in shapes:
                 value = [_shape_value(node, shapes[node.input[0]])]
             elif node.op_type == "Size" and node.input[0] in shapes:
                 value = [np.array(int(np.prod(shapes[node.input[0]], dtype=np.int64)), dtype=np.int64)]
-            elif all(name == "" or name in known for name in node.input) and _small_result(node, shapes):
-                inputs = [known[name] if name else None for name in node.input]
+            elif all(n == "" or n in known or n in initializers for n in node.input) and _small_result(
+                node, shapes
+            ):
+                inputs = [_value(n, known, initializers) if n else None for n in node.input]
                 value = _evaluate(node, inputs, model.opset_import)
         if value is None or sum(v.nbytes for v in value) > MAX_FOLDED_BYTES:
             kept_nodes.append(node)
+            kept_positions.add(position)
             continue
         for name, array in zip(node.output, value, strict=False):
             if name:
                 known[name] = array
                 folded.add(name)
     if not folded:
-        return model
+        return False
 
     needed = {name for node in kept_nodes for name in node.input}
     needed |= {name for node in kept_nodes for name in _subgraph_inputs(node)}
     outputs = {vi.name for vi in graph.output}
-    result = onnx.ModelProto()
-    result.CopyFrom(model)
-    new_graph = result.graph
-    del new_graph.node[:]
-    # Folded graph outputs still need a producer: a Constant node.
-    for name in sorted(outputs & folded):
-        new_graph.node.append(
-            helper.make_node(
-                "Constant",
-                [],
-                [name],
-                value=numpy_helper.from_array(known[name], name),
-                name=f"folded_{name}",
-            )
-        )
-    new_graph.node.extend(kept_nodes)
-    originals = [init for init in graph.initializer if init.name in needed or init.name in outputs]
-    del new_graph.initializer[:]
-    new_graph.initializer.extend(originals)
+    if outputs & folded:
+        # Folded graph outputs still need a producer: a Constant node, first (rare: the kept
+        # nodes are copied to make room).
+        constants = []
+        for name in sorted(outputs & folded):
+            value = numpy_helper.from_array(known[name], name)
+            constants.append(helper.make_node("Constant", [], [name], value=value, name=f"folded_{name}"))
+        nodes = constants + _detached(kept_nodes)
+        del graph.node[:]
+        graph.node.extend(nodes)
+    else:
+        for position in reversed(range(len(graph.node))):
+            if position not in kept_positions:
+                del graph.node[position]
+    dropped = {name for name in initializers if name not in needed and name not in outputs}
+    for index in reversed(range(len(graph.initializer))):
+        if graph.initializer[index].name in dropped:
+            del graph.initializer[index]
     # Old exporters also list weights as graph inputs; one whose initializer is gone would
     # otherwise turn into a real input.
-    dropped = {init.name for init in graph.initializer} - {init.name for init in originals}
     inputs = [vi for vi in graph.input if vi.name not in dropped]
-    del new_graph.input[:]
-    new_graph.input.extend(inputs)
+    del graph.input[:]
+    graph.input.extend(inputs)
     for name in sorted(needed & folded - outputs):
-        new_graph.initializer.append(numpy_helper.from_array(known[name], name))
-    kept_values = {vi.name for vi in new_graph.value_info if vi.name not in folded}
-    values = [vi for vi in new_graph.value_info if vi.name in kept_values]
-    del new_graph.value_info[:]
-    new_graph.value_info.extend(values)
-    return result
+        graph.initializer.append(numpy_helper.from_array(known[name], name))
+    values = [vi for vi in graph.value_info if vi.name not in folded]
+    del graph.value_info[:]
+    graph.value_info.extend(values)
+    return True
+
+
+def _value(name: str, known: dict[str, np.ndarray], initializers: dict) -> np.ndarray:
+    if name not in known:
+        known[name] = numpy_helper.to_array(initializers[name])
+    return known[name]
+
+
+def _detached(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """Copies of ``nodes`` that outlive their graph's node list being cleared."""
+    copies = []
+    for node in nodes:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copies.append(copy)
+    return copies
 
 
 def drop_empty_resize_inputs(model: onnx.ModelProto) -> None:

@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.relax_shapes import static_dims
 
+ALIGNMENT = 64  # TVM adopts (DLPack) only memory aligned to this
+
 if TYPE_CHECKING:
+    import numpy as np
     from tvm import relax
     from tvm.ir import IRModule
 
@@ -37,3 +40,27 @@ def constant_or_self(mutator: relax.PyExprMutator, expr: relax.Expr) -> relax.Ex
         bound = mutator.lookup_binding(expr)
         return expr if bound is None else bound
     return expr
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+    """An uninitialised array on 64 bytes, which TVM can adopt without copying."""
+    import numpy as np
+
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
+
+
+def adopted_constant(array: np.ndarray) -> relax.Constant:
+    """``relax.const(array)`` holding ``array``'s own memory when it is aligned and contiguous
+    (a packed copy of large weights is then made once, not twice)."""
+    import tvm
+    from tvm import relax
+
+    if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0 and array.size:
+        try:
+            return relax.const(tvm.runtime.from_dlpack(array))
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return relax.const(array)

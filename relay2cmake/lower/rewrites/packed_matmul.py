@@ -34,7 +34,14 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import (
+    adopted_constant,
+    aligned_empty,
+    constant_or_self,
+    rewrite_functions,
+    static_shape,
+)
+from relay2cmake.weights_file import tensor_values
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -129,7 +136,22 @@ def _key(matrix) -> bytes:
     """Content key of a float32 matrix (shape and bytes)."""
     import numpy as np
 
-    return hashlib.sha256(repr(matrix.shape).encode() + np.ascontiguousarray(matrix).tobytes()).digest()
+    digest = hashlib.sha256(repr(matrix.shape).encode())
+    digest.update(np.ascontiguousarray(matrix).data)
+    return digest.digest()
+
+
+def _packed_columns(value):
+    """B (K x N) as column blocks of PACK, (ceil(N / PACK), K, PACK), the last block padded
+    with zeros; written once into memory TVM can adopt."""
+    depth, columns = value.shape
+    full = columns // PACK
+    packed = aligned_empty((-(-columns // PACK), depth, PACK), value.dtype)
+    packed[:full] = value[:, : full * PACK].reshape(depth, full, PACK).transpose(1, 0, 2)
+    if full < packed.shape[0]:
+        packed[full] = 0
+        packed[full, :, : columns - full * PACK] = value[:, full * PACK :]
+    return packed
 
 
 def _qualifies(call, data_shape, weight) -> bool:
@@ -146,7 +168,6 @@ def _qualifies(call, data_shape, weight) -> bool:
 
 
 def pack_matmul_weights(module: IRModule) -> IRModule:
-    import numpy as np
     import tvm
     from tvm import relax
 
@@ -164,12 +185,11 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
             weight = constant_or_self(self, call.args[1])
             if not isinstance(weight, tvm.ir.GenericConst):
                 return self.computed_operand(call)
-            value = weight.value.numpy()
+            value = tensor_values(weight.value)
             if not _qualifies(call, static_shape(call.args[0]), value):
                 return call
             depth, columns = value.shape
-            padded = np.pad(value, [(0, 0), (0, -columns % PACK)])
-            packed = relax.const(np.ascontiguousarray(padded.reshape(depth, -1, PACK).transpose(1, 0, 2)))
+            packed = adopted_constant(_packed_columns(value))
             if (columns, depth) in table_shapes:
                 packed_by_transpose.setdefault(_key(value.T), (packed, columns))
             return self.builder_.call_te(
@@ -210,7 +230,7 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
             table = constant_or_self(self, call.args[0])
             if not isinstance(table, tvm.ir.GenericConst) or str(table.value.dtype) != "float32":
                 return call
-            value = table.value.numpy()
+            value = tensor_values(table.value)
             if value.ndim != 2 or static_shape(call.args[1]) is None:
                 return call
             tied = packed_by_transpose.get(_key(value))
