@@ -20,7 +20,8 @@ from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
-from relay2cmake.weights_file import WeightsFile, WeightsWriter, constant_bytes, tensor_values
+from relay2cmake.tensor_memory import tensor_values
+from relay2cmake.weights_file import WeightsFile, WeightsWriter, constant_bytes
 
 if TYPE_CHECKING:  # the plan reads both stages' results; it imports neither
     from relay2cmake.frontends import ImportedModel

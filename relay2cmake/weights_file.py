@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
@@ -74,14 +74,3 @@ def constant_bytes(array: np.ndarray) -> memoryview:
     """``array``'s little-endian, C-order bytes, without copying them when they already are."""
     little = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False)
     return little.reshape(-1).view(np.uint8).data
-
-
-def tensor_values(tensor: Any) -> np.ndarray:  # a tvm.runtime.Tensor
-    """A read-only NumPy view of a TVM tensor (a constant's weights: a copy would double
-    them), or a copy for dtypes NumPy cannot view (bfloat16, float8)."""
-    try:
-        array = np.from_dlpack(tensor)
-    except (TypeError, BufferError, RuntimeError, ValueError):
-        return tensor.numpy()
-    array.flags.writeable = False
-    return array

@@ -21,6 +21,7 @@ from relay2cmake.frontends import check_input_shape_names, check_model_path
 from relay2cmake.frontends.onnx import load_checked, unsupported_nodes
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
+from relay2cmake.frontends.onnx_weights import initializer_bytes
 from relay2cmake.plan import tensor_bytes
 
 
@@ -97,7 +98,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
     initializers = {init.name for init in model.graph.initializer}
     inputs = [_tensor(vi) for vi in model.graph.input if vi.name not in initializers]
     check_input_shape_names(input_shapes, [t.name for t in inputs])
-    parameter_bytes = sum(len(onnx.numpy_helper.to_array(init).tobytes()) for init in model.graph.initializer)
+    parameter_bytes = sum(initializer_bytes(init) for init in model.graph.initializer)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     return Report(
         model=path.name,

@@ -238,6 +238,8 @@ def check_output_dir(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> Non
             "relay2cmake metadata.json). Remove it yourself, or choose another folder."
         )
     parent = out.resolve().parent
+    if parent.exists() and not parent.is_dir():
+        raise UserError(f"Cannot write next to {str(out)!r}: Not a directory ({str(parent)!r} is a file).")
     if not parent.exists():
         try:
             parent.mkdir(parents=True, exist_ok=True)

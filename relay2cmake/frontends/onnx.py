@@ -29,6 +29,7 @@ from relay2cmake.frontends.onnx_fold import (
     set_input_shapes,
     static_tensor_types,
 )
+from relay2cmake.frontends.onnx_weights import check_external_data, is_external, mapped_values
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -51,13 +52,9 @@ def _load(path: Path) -> onnx.ModelProto:
             "through protobuf, which stops at 2 GiB even when the weights are external data. Models this "
             "large are not supported yet (split the model, or store the weights in a smaller type)."
         )
-    try:
-        onnx.load_external_data_for_model(model, str(path.parent))
-    except Exception as exc:  # OSError, or onnx's ValidationError for a missing or unsafe path
-        raise ModelError(
-            f"{str(path)!r} keeps weights in external data that cannot be read ({exc}). "
-            "Keep the data files next to the model, as ONNX expects."
-        ) from None
+    # External data stays in its files (TVM's importer reads it from there, references read
+    # the model file itself); here only its places are checked.
+    check_external_data(model, path.parent)
     return model
 
 
@@ -113,8 +110,10 @@ def _check_tensor_sizes(model: onnx.ModelProto, inputs: tuple[TensorSignature, .
 
 
 def _check(model: onnx.ModelProto, path: Path) -> None:
+    external = any(is_external(tensor) for tensor in model.graph.initializer)
     try:
-        onnx.checker.check_model(model)
+        # The checker finds external data files relative to the model file only.
+        onnx.checker.check_model(str(path) if external else model)
     except Exception as exc:
         # The checker's message runs over several lines ("... input 'b' of node:\n{...}").
         message = " ".join(str(exc).split())[:600] or type(exc).__name__
@@ -307,7 +306,7 @@ def import_onnx(
         # Shape arithmetic and everything computed from constants become constants (in
         # place: the references read the file itself); this may also remove operators TVM
         # cannot convert.
-        model = fold_constants(model)
+        model = fold_constants(model, path.parent)
         drop_empty_resize_inputs(model)
     except UserError:
         if problems:
@@ -330,7 +329,10 @@ def import_onnx(
                 shape_dict={s.name: list(s.shape) for s in inputs},
                 dtype_dict={s.name: s.dtype for s in inputs},
                 opset=opset,
+                weights_folder=path.parent,
             )
+    except ModelError:  # the weights' external data could not be read
+        raise
     except Exception as exc:
         raise ModelError(
             f"TVM's ONNX importer failed on this model: {describe(exc)}" + _freeze_hint(model)
@@ -363,13 +365,23 @@ def _references(path: Path, input_names: list[str], frozen: dict[str, np.ndarray
         options.log_severity_level = 3
         # Unoptimised: the reference should compute the graph as written.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        # Prepacked MatMul weights would be a second copy of the weights in memory.
+        options.add_session_config_entry("session.disable_prepacking", "1")
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return session.run(None, feeds(arrays))
 
     def onnx_reference(arrays):
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(str(path), new_ops=[_inference_batch_norm()])
+        class FromFiles(ReferenceEvaluator):
+            """External data mapped from its files, not loaded (onnx.load would copy it into
+            protobuf, and the evaluator again into arrays)."""
+
+            def retrieve_external_data(self, initializer):
+                return mapped_values(initializer, path.parent)
+
+        model = onnx.load(str(path), load_external_data=False)
+        evaluator = FromFiles(model, new_ops=[_inference_batch_norm()])
         return evaluator.run(None, feeds(arrays))
 
     return (Reference("onnxruntime", onnxruntime), Reference("onnx-reference", onnx_reference))

@@ -24,6 +24,7 @@ Relax from static shapes:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,9 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
 )
 
 from relay2cmake.frontends import onnx_bounded
+from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.relax_shapes import static_dims
+from relay2cmake.tensor_memory import adopted_tensor
 
 
 def _static_shape(expr: relax.Expr) -> list[int]:
@@ -498,6 +501,14 @@ class Importer(ONNXGraphImporter):
     axis; ``main`` returns one int64[1] extent per such output after the model's outputs.
     """
 
+    weights_folder: Path | None = None  # the model's, where its external data is
+
+    def _parse_array(self, tensor_proto: onnx.TensorProto) -> tvm.runtime.Tensor:
+        """An initializer as a tensor holding the array read for it: external data is read
+        once, into TVM's memory (TVM's own reads it through onnx and copies it)."""
+        values = initializer_values(tensor_proto, self.weights_folder)
+        return adopted_tensor(values.reshape(tuple(tensor_proto.dims)))
+
     def from_onnx(self, graph: onnx.GraphProto, opset: int) -> tvm.IRModule:
         self._top_graph = graph
         self._bounded: dict[relax.Expr, tuple[int, relax.Expr]] = {}
@@ -626,10 +637,16 @@ class Importer(ONNXGraphImporter):
 
 
 def from_onnx(
-    model: onnx.ModelProto, shape_dict: dict[str, list[int]], dtype_dict: dict[str, str], opset: int
+    model: onnx.ModelProto,
+    shape_dict: dict[str, list[int]],
+    dtype_dict: dict[str, str],
+    opset: int,
+    weights_folder: Path | None = None,
 ) -> tuple[tvm.IRModule, dict[str, int]]:
     """``tvm.relax.frontend.onnx.from_onnx`` with our converters (same arguments, checker
-    left to the caller). Returns the module and ``Importer.bounded_outputs``."""
+    left to the caller; ``weights_folder``: where external data is). Returns the module and
+    ``Importer.bounded_outputs``."""
     importer = Importer(shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True)
+    importer.weights_folder = weights_folder
     module = importer.from_onnx(model.graph, opset)
     return module, importer.bounded_outputs

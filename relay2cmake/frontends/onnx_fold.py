@@ -14,10 +14,13 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from relay2cmake.frontends.onnx_weights import initializer_bytes, initializer_values, is_external
 
 # Never folded: random operators, and nodes whose output is large (folding would inflate
 # the weights; TVM computes those at run time just as well).
@@ -84,7 +87,7 @@ def weightless(model: onnx.ModelProto) -> onnx.ModelProto:
     _copy_fields(model, skeleton, skip="graph")
     _copy_fields(model.graph, skeleton.graph, skip="initializer")
     for tensor in model.graph.initializer:
-        if _value_bytes(tensor) <= MAX_FOLDED_BYTES:
+        if not is_external(tensor) and initializer_bytes(tensor) <= MAX_FOLDED_BYTES:
             skeleton.graph.initializer.add().CopyFrom(tensor)
         else:
             stub = skeleton.graph.initializer.add()
@@ -103,15 +106,6 @@ def _copy_fields(source, target, skip: str) -> None:
             getattr(target, field.name).CopyFrom(value)
         else:
             setattr(target, field.name, value)
-
-
-def _value_bytes(tensor: onnx.TensorProto) -> int:
-    """A tensor's size from its shape and type (reading ``raw_data`` would copy it)."""
-    try:
-        itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, ValueError):  # strings, undefined: kept whole
-        return 0
-    return int(np.prod(tensor.dims, dtype=np.float64)) * itemsize
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
@@ -176,16 +170,16 @@ def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
 FOLD_ROUNDS = 8
 
 
-def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+def fold_constants(model: onnx.ModelProto, folder: Path | None = None) -> onnx.ModelProto:
     """``model``, changed in place: every foldable node replaced by its value, repeated while
-    a round still folds something."""
+    a round still folds something (``folder``: where its external data is)."""
     for _ in range(FOLD_ROUNDS):
-        if not _fold_once(model):
+        if not _fold_once(model, folder):
             break
     return model
 
 
-def _fold_once(model: onnx.ModelProto) -> bool:
+def _fold_once(model: onnx.ModelProto, folder: Path | None) -> bool:
     """Replace every foldable node of ``model`` by its value (in place); whether any was."""
     graph = model.graph
     shapes = _static_shapes(model)
@@ -205,7 +199,7 @@ def _fold_once(model: onnx.ModelProto) -> bool:
             elif all(n == "" or n in known or n in initializers for n in node.input) and _small_result(
                 node, shapes
             ):
-                inputs = [_value(n, known, initializers) if n else None for n in node.input]
+                inputs = [_value(n, known, initializers, folder) if n else None for n in node.input]
                 value = _evaluate(node, inputs, model.opset_import)
         if value is None or sum(v.nbytes for v in value) > MAX_FOLDED_BYTES:
             kept_nodes.append(node)
@@ -252,9 +246,9 @@ def _fold_once(model: onnx.ModelProto) -> bool:
     return True
 
 
-def _value(name: str, known: dict[str, np.ndarray], initializers: dict) -> np.ndarray:
+def _value(name: str, known: dict[str, np.ndarray], initializers: dict, folder: Path | None) -> np.ndarray:
     if name not in known:
-        known[name] = numpy_helper.to_array(initializers[name])
+        known[name] = initializer_values(initializers[name], folder)
     return known[name]
 
 

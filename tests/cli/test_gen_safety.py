@@ -112,6 +112,16 @@ def test_malformed_models_get_one_complete_sentence(tmp_path):
         entry = external.external_data.add()
         entry.key, entry.value = key, value
     (tmp_path / "w.bin").write_bytes(bytes(8))
+
+    def external_at(location, offset="0"):
+        tensor = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+        tensor.data_location = TensorProto.EXTERNAL
+        del tensor.float_data[:]
+        for key, value in (("location", location), ("offset", offset), ("length", "8")):
+            tensor.external_data.add(key=key, value=value)
+        return [tensor]
+
+    add = ([helper.make_node("Add", ["x", "w"], ["y"])], [floats("x", [2])], [floats("y", [2])])
     cases = {
         "cycle": ([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
                   [floats("x", [2])], [floats("b", [2])], [], "is not output of any previous nodes"),
@@ -123,6 +133,10 @@ def test_malformed_models_get_one_complete_sentence(tmp_path):
                  [floats("y", [10**6, 10**6])], [], "refuses tensors over 2 GiB"),
         "external": ([helper.make_node("Add", ["x", "w"], ["y"])], [floats("x", [2])], [floats("y", [2])],
                      [external], "is not a number"),
+        # External data is read by relay2cmake itself (not by onnx.load): only inside the folder.
+        "escaping": (*add, external_at("../outside.bin"), "not a file name inside the model's folder"),
+        "absolute": (*add, external_at(str(tmp_path / "w.bin")), "not a file name inside the model's folder"),
+        "past the end": (*add, external_at("w.bin", offset="4"), "lies outside 'w.bin' .bytes 4 to 12 of 8."),
     }  # fmt: skip
     for name, (nodes, inputs, outputs, initializers, expected) in cases.items():
         model = _one_node_model(tmp_path / f"{name}.onnx", nodes, inputs, outputs, initializers)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relay2cmake.relax_shapes import static_dims
-
-ALIGNMENT = 64  # TVM adopts (DLPack) only memory aligned to this
+from relay2cmake.tensor_memory import adopted_tensor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,25 +41,9 @@ def constant_or_self(mutator: relax.PyExprMutator, expr: relax.Expr) -> relax.Ex
     return expr
 
 
-def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-    """An uninitialised array on 64 bytes, which TVM can adopt without copying."""
-    import numpy as np
-
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start : start + nbytes].view(dtype).reshape(shape)
-
-
 def adopted_constant(array: np.ndarray) -> relax.Constant:
-    """``relax.const(array)`` holding ``array``'s own memory when it is aligned and contiguous
-    (a packed copy of large weights is then made once, not twice)."""
-    import tvm
+    """``relax.const(array)`` holding ``array``'s own memory when TVM can adopt it (a packed
+    copy of large weights is then made once, not twice)."""
     from tvm import relax
 
-    if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0 and array.size:
-        try:
-            return relax.const(tvm.runtime.from_dlpack(array))
-        except (RuntimeError, TypeError, ValueError):
-            pass
-    return relax.const(array)
+    return relax.const(adopted_tensor(array))

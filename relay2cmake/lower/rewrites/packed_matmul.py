@@ -36,12 +36,11 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import (
     adopted_constant,
-    aligned_empty,
     constant_or_self,
     rewrite_functions,
     static_shape,
 )
-from relay2cmake.weights_file import tensor_values
+from relay2cmake.tensor_memory import aligned_empty, tensor_values
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
