@@ -9,11 +9,23 @@ from packaging_helpers import fails_cleanly, relay2cmake
 
 
 def _inspect(*args: str) -> dict:
-    return json.loads(relay2cmake("inspect", *args, "--json").stdout)
+    return json.loads(_inspect_text(*args, "--json"))
+
+
+def _inspect_text(*args: str) -> str:
+    """In this process (TVM and PyTorch are imported once per test worker, not per call);
+    test_inspect_describes_a_cnn runs the command as a program."""
+    from typer.testing import CliRunner
+
+    from relay2cmake.cli import app
+
+    result = CliRunner().invoke(app, ["inspect", *args])
+    assert result.exit_code == 0 and result.exception is None, (result.exception, result.output)
+    return result.stdout
 
 
 def test_inspect_describes_a_cnn(zoo_dir):
-    report = _inspect(str(zoo_dir / "cnn.onnx"))
+    report = json.loads(relay2cmake("inspect", str(zoo_dir / "cnn.onnx"), "--json").stdout)  # as a program
     assert report["inputs"] == [{"name": "pixels", "dtype": "float32", "shape": [1, 3, 32, 32]}]
     assert report["outputs"] == [{"name": "scores", "dtype": "float32", "shape": [1, 5]}]
     assert report["operators"]["Conv"] == 2 and report["operators"]["Softmax"] == 1
@@ -27,7 +39,7 @@ def test_inspect_lists_unsupported_operators(zoo_dir):
     report = _inspect(str(zoo_dir / "unsupported.onnx"))
     assert report["lowerable"] is False
     assert report["unsupported"] == ["Celu (smooth_step)", "Det (determinant)", "CumProd (running_product)"]
-    text = relay2cmake("inspect", str(zoo_dir / "unsupported.onnx")).stdout
+    text = _inspect_text(str(zoo_dir / "unsupported.onnx"))
     assert "cannot be lowered (3)" in text
 
 
@@ -37,7 +49,7 @@ def test_inspect_symbolic_dimensions(zoo_dir):
     assert report["estimated_arena_bytes"] is None
     fixed = _inspect(str(zoo_dir / "symbolic_batch.onnx"), "--input-shape", "x=3,5")
     assert fixed["estimated_arena_bytes"] == 2 * 64  # two 3x3 float tensors, 64-byte aligned
-    assert "--input-shape" in relay2cmake("inspect", str(zoo_dir / "symbolic_batch.onnx")).stdout
+    assert "--input-shape" in _inspect_text(str(zoo_dir / "symbolic_batch.onnx"))
 
 
 def test_inspect_bad_file(tmp_path):
@@ -81,10 +93,7 @@ def test_inspect_reads_an_exported_program(tmp_path):
     torch.export.save(torch.export.export(Odd(), (torch.zeros(3),)), str(tmp_path / "odd.pt2"))
     odd = _inspect(str(tmp_path / "odd.pt2"))
     assert odd["lowerable"] is False and odd["unsupported"] == ["aten.special_i0.default (special_i0)"], odd
-    assert (
-        "cannot be lowered (1): aten.special_i0.default"
-        in relay2cmake("inspect", str(tmp_path / "odd.pt2")).stdout
-    )
+    assert "cannot be lowered (1): aten.special_i0.default" in _inspect_text(str(tmp_path / "odd.pt2"))
 
 
 TVMSCRIPT = """
