@@ -5,7 +5,8 @@
 #
 # GCC and Clang embed the file with the assembler's .incbin: the compiler never parses the
 # weights, so a build takes seconds and little memory at any size. Other compilers get the
-# file as a generated C array (cmake/weights_to_c.cmake, at build time; slower). With
+# file as a C array written at build time (cmake/weights_to_c.c, a program built for the
+# build machine; in a cross build cmake/weights_to_c.cmake, the same text, slower). With
 # AWKWARDNAMES_EXTERNAL_WEIGHTS the library reads the same file at run time instead.
 
 set(AWKWARDNAMES_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/awkwardnames_weights.bin" CACHE FILEPATH
@@ -51,12 +52,25 @@ if(awkwardnames_embed_method STREQUAL "INCBIN")
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_incbin.c.in" "${awkwardnames_weights_unit}" @ONLY)
   # The assembler reads the file: rebuild the unit when it changes.
   set_source_files_properties("${awkwardnames_weights_unit}" PROPERTIES OBJECT_DEPENDS "${AWKWARDNAMES_WEIGHTS_FILE}")
-else()
+elseif(CMAKE_CROSSCOMPILING)
+  # A cross build cannot run what it compiles: CMake's own script writes the array (slow:
+  # under 1 MB/s; external weights avoid it).
   add_custom_command(
     OUTPUT "${awkwardnames_weights_unit}"
     COMMAND "${CMAKE_COMMAND}" "-DWEIGHTS=${AWKWARDNAMES_WEIGHTS_FILE}" "-DUNIT=${awkwardnames_weights_unit}"
             -DSYMBOL=awkwardnames_embedded_weights -P "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.cmake"
     DEPENDS "${AWKWARDNAMES_WEIGHTS_FILE}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.cmake"
+    COMMENT "AwkwardNames: writing the weights as a C array"
+    VERBATIM)
+else()
+  # A small C program, built for this machine, writes the same array at disk speed.
+  add_executable(awkwardnames_weights_to_c "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.c")
+  target_compile_definitions(awkwardnames_weights_to_c PRIVATE _CRT_SECURE_NO_WARNINGS)
+  add_custom_command(
+    OUTPUT "${awkwardnames_weights_unit}"
+    COMMAND awkwardnames_weights_to_c "${AWKWARDNAMES_WEIGHTS_FILE}" "${awkwardnames_weights_unit}"
+            awkwardnames_embedded_weights
+    DEPENDS "${AWKWARDNAMES_WEIGHTS_FILE}" awkwardnames_weights_to_c
     COMMENT "AwkwardNames: writing the weights as a C array"
     VERBATIM)
 endif()

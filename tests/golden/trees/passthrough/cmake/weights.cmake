@@ -5,7 +5,8 @@
 #
 # GCC and Clang embed the file with the assembler's .incbin: the compiler never parses the
 # weights, so a build takes seconds and little memory at any size. Other compilers get the
-# file as a generated C array (cmake/weights_to_c.cmake, at build time; slower). With
+# file as a C array written at build time (cmake/weights_to_c.c, a program built for the
+# build machine; in a cross build cmake/weights_to_c.cmake, the same text, slower). With
 # PASSTHROUGH_EXTERNAL_WEIGHTS the library reads the same file at run time instead.
 
 set(PASSTHROUGH_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/weights/passthrough_weights.bin" CACHE FILEPATH
@@ -51,12 +52,25 @@ if(passthrough_embed_method STREQUAL "INCBIN")
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_incbin.c.in" "${passthrough_weights_unit}" @ONLY)
   # The assembler reads the file: rebuild the unit when it changes.
   set_source_files_properties("${passthrough_weights_unit}" PROPERTIES OBJECT_DEPENDS "${PASSTHROUGH_WEIGHTS_FILE}")
-else()
+elseif(CMAKE_CROSSCOMPILING)
+  # A cross build cannot run what it compiles: CMake's own script writes the array (slow:
+  # under 1 MB/s; external weights avoid it).
   add_custom_command(
     OUTPUT "${passthrough_weights_unit}"
     COMMAND "${CMAKE_COMMAND}" "-DWEIGHTS=${PASSTHROUGH_WEIGHTS_FILE}" "-DUNIT=${passthrough_weights_unit}"
             -DSYMBOL=passthrough_embedded_weights -P "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.cmake"
     DEPENDS "${PASSTHROUGH_WEIGHTS_FILE}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.cmake"
+    COMMENT "Passthrough: writing the weights as a C array"
+    VERBATIM)
+else()
+  # A small C program, built for this machine, writes the same array at disk speed.
+  add_executable(passthrough_weights_to_c "${CMAKE_CURRENT_SOURCE_DIR}/cmake/weights_to_c.c")
+  target_compile_definitions(passthrough_weights_to_c PRIVATE _CRT_SECURE_NO_WARNINGS)
+  add_custom_command(
+    OUTPUT "${passthrough_weights_unit}"
+    COMMAND passthrough_weights_to_c "${PASSTHROUGH_WEIGHTS_FILE}" "${passthrough_weights_unit}"
+            passthrough_embedded_weights
+    DEPENDS "${PASSTHROUGH_WEIGHTS_FILE}" passthrough_weights_to_c
     COMMENT "Passthrough: writing the weights as a C array"
     VERBATIM)
 endif()
