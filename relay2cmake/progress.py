@@ -1,4 +1,5 @@
-"""Progress on stderr: a spinner while a step runs (on a terminal), then one line with its time.
+"""Progress on stderr: a spinner while a step runs (on a terminal; elsewhere a line when it
+starts), then one line with its time.
 
 What TVM, ONNX and PyTorch print while a step runs (C++ ``LOG(WARNING)`` lines, Python
 warnings: "Fast mode segfaults when there are out-of-bounds indices", "BlockBuilder destroyed
@@ -63,6 +64,8 @@ class Progress:
                     with self.console.status(message):
                         yield
                 else:
+                    if not self.quiet:  # a log: what runs now, in case it takes long
+                        self.console.print(f"… {message}")
                     yield
         except BaseException:
             self._show(output, always=True)

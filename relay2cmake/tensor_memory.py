@@ -28,7 +28,8 @@ def adopted_tensor(array: np.ndarray) -> Any:
             return tvm.runtime.from_dlpack(array)
         except (RuntimeError, TypeError, ValueError, BufferError):
             pass
-    return tvm.runtime.tensor(np.ascontiguousarray(array))
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d (a scalar constant would change shape).
+    return tvm.runtime.tensor(array if array.flags.c_contiguous else np.array(array, order="C"))
 
 
 def tensor_values(tensor: Any) -> np.ndarray:

@@ -3,9 +3,11 @@
     .venv/bin/python tools/large_weights.py            # 64, 512 and 1024 MB, writes docs/large_weights.md
     .venv/bin/python tools/large_weights.py --sizes 64 # one size, prints the table only
     .venv/bin/python tools/large_weights.py --sizes 64 --no-conan  # without `conan create`
+    .venv/bin/python tools/large_weights.py --models build/real_zoo/models/resnet18/onnx13.onnx \
+        --out docs/large_weights.md   # the sizes and real models, in one report
 
-For each size, one dense layer (``model_zoo.large_dense``) goes through `relay2cmake gen`, a
-CMake build with the weights compiled in (2 jobs) and its install, a build with
+For each size, one dense layer (``model_zoo.large_dense``), and each model named, goes
+through `relay2cmake gen`, a CMake build with the weights compiled in (2 jobs) and its install, a build with
 `<P>_EXTERNAL_WEIGHTS=ON`, one cli run of each (process start to exit: the external run reads
 the file and checks its SHA-256), and `conan create` in a fresh Conan home (the cache's size
 after it). Peak memory is the largest resident set of any process of a step.
@@ -47,7 +49,6 @@ def measure(cmd: list, env: dict | None = None) -> tuple[float, float]:
 
 
 def one_size(megabytes: int, work: Path, conan: bool) -> dict:
-    import numpy as np
     import onnx
     from model_zoo import large_dense
 
@@ -55,18 +56,32 @@ def one_size(megabytes: int, work: Path, conan: bool) -> dict:
     onnx.save(
         large_dense(megabytes), str(model), save_as_external_data=True, location=f"dense{megabytes}.bin"
     )
-    package, row = work / f"pkg{megabytes}", {"megabytes": megabytes}
+    return one_model(model, f"dense {megabytes} MB", f"Dense{megabytes}", work, conan)
+
+
+def one_model(model: Path, label: str, name: str, work: Path, conan: bool) -> dict:
+    """gen, both builds, the runs and `conan create` for ``model``; its inputs are the .npy
+    files in ``inputs/`` beside it (the real zoo's, named in ``inputs.json``), else ones."""
+    import numpy as np
+
+    package, row = work / f"pkg_{name}", {"label": label}
     cmake = str(Path(sys.executable).parent / "cmake")
     row["gen_s"], row["gen_mb"] = measure([sys.executable, "-m", "relay2cmake", "gen", model, "-o", package,
-                                           "--name", f"Dense{megabytes}", "--force"])  # fmt: skip
+                                           "--name", name, "--force"])  # fmt: skip
     meta = json.loads((package / "metadata.json").read_text())
     row["weight_bytes"] = meta["memory"]["weight_bytes"]
     row["package_mb"] = _folder_mb(package)
     prefix = meta["package"]["prefix"]
-    side = meta["inputs"][0]["shape"][1]
-    np.save(work / "x.npy", np.ones((1, side), dtype=np.float32))
+    inputs = []
+    for index, signature in enumerate(meta["inputs"]):
+        given = model.parent / "inputs" / f"{signature['name']}.npy"
+        inputs.append(work / f"{name}_input_{index}.npy")
+        if given.is_file():
+            inputs[-1].write_bytes(given.read_bytes())
+        else:
+            np.save(inputs[-1], np.ones(signature["shape"], dtype=signature["dtype"]))
     for mode in ("embedded", "external"):
-        build = work / f"build{megabytes}_{mode}"
+        build = work / f"build_{name}_{mode}"
         flag = "ON" if mode == "external" else "OFF"
         subprocess.run([cmake, "-S", package, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                         f"-D{prefix.upper()}_EXTERNAL_WEIGHTS={flag}", f"-D{prefix.upper()}_BUILD_TESTS=OFF"],
@@ -76,19 +91,20 @@ def one_size(megabytes: int, work: Path, conan: bool) -> dict:
         )
         row[f"{mode}_library_mb"] = (build / f"lib{prefix}.a").stat().st_size / 2**20
         if mode == "embedded":
-            subprocess.run([cmake, "--install", build, "--prefix", work / f"install{megabytes}"],
+            subprocess.run([cmake, "--install", build, "--prefix", work / f"install_{name}"],
                            check=True, capture_output=True)  # fmt: skip
-            row["install_mb"] = _folder_mb(work / f"install{megabytes}")
+            row["install_mb"] = _folder_mb(work / f"install_{name}")
         weights = ["--weights", package / "weights" / f"{prefix}_weights.bin"] if mode == "external" else []
         row[f"{mode}_run_s"], row[f"{mode}_run_mb"] = measure(
-            [build / f"{prefix}_cli", *weights, "--output-dir", work / f"out_{mode}", work / "x.npy"]
+            [build / f"{prefix}_cli", *weights, "--output-dir", work / f"out_{name}_{mode}", *inputs]
         )
-    same = (work / "out_embedded" / "output_0.npy").read_bytes() == (
-        work / "out_external" / "output_0.npy"
-    ).read_bytes()
-    row["same_outputs"] = same
+    row["same_outputs"] = all(
+        (work / f"out_{name}_embedded" / f"output_{k}.npy").read_bytes()
+        == (work / f"out_{name}_external" / f"output_{k}.npy").read_bytes()
+        for k in range(len(meta["outputs"]))
+    )
     if conan:
-        home = work / f"conan{megabytes}"
+        home = work / f"conan_{name}"
         env = {**os.environ, "CONAN_HOME": str(home)}
         conan_bin = str(Path(sys.executable).parent / "conan")
         subprocess.run([conan_bin, "profile", "detect"], env=env, check=True, capture_output=True)
@@ -104,16 +120,16 @@ def _folder_mb(folder: Path) -> float:
 
 def table(rows: list[dict]) -> list[str]:
     lines = [
-        "| weights | gen s | gen peak MB | package MB | build s (embedded) | build peak MB | library MB "
-        "| install MB | build s (external) | library MB | cli run s (embedded) "
+        "| model | weights | gen s | gen peak MB | package MB | build s (embedded) | build peak MB "
+        "| library MB | install MB | build s (external) | library MB | cli run s (embedded) "
         "| cli run s (external: read + SHA-256) | conan create s | Conan cache MB | same outputs |",
-        "|" + " ---: |" * 14 + " --- |",
+        "| --- |" + " ---: |" * 14 + " --- |",
     ]
     for r in rows:
         size = r["weight_bytes"] / 2**20
         conan = f"{r['conan_s']:.1f} | {r['conan_cache_mb']:.0f}" if "conan_s" in r else "- | -"
         lines.append(
-            f"| {size:.0f} MB | {r['gen_s']:.1f} | {r['gen_mb']:.0f} | {r['package_mb']:.0f} "
+            f"| {r['label']} | {size:.1f} MB | {r['gen_s']:.1f} | {r['gen_mb']:.0f} | {r['package_mb']:.0f} "
             f"| {r['embedded_build_s']:.1f} | {r['embedded_build_mb']:.0f} | {r['embedded_library_mb']:.0f} "
             f"| {r['install_mb']:.0f} | {r['external_build_s']:.1f} | {r['external_library_mb']:.1f} "
             f"| {r['embedded_run_s']:.3f} | {r['external_run_s']:.3f} | {conan} "
@@ -145,7 +161,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 1024], help="weights in MB")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[64, 512, 1024], help="weights in MB")
+    parser.add_argument(
+        "--models", type=Path, nargs="*", default=[], help="model files measured the same way"
+    )
     parser.add_argument("--no-conan", action="store_true", help="leave out `conan create`")
     parser.add_argument("--out", default=None, help="Markdown report (default: docs/large_weights.md)")
     args = parser.parse_args()
@@ -155,19 +174,28 @@ def main() -> None:
             started = time.perf_counter()
             rows.append(one_size(size, Path(folder), conan=not args.no_conan))
             print(f"{size} MB done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        for index, model in enumerate(args.models):
+            started = time.perf_counter()
+            label = f"{model.parent.name}/{model.name}"
+            rows.append(one_model(model.resolve(), label, f"Model{index}", Path(folder), not args.no_conan))
+            print(f"{label} done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     lines = table(rows)
     print("\n".join(lines))
     out = (
         Path(args.out)
         if args.out
-        else (ROOT / "docs" / "large_weights.md" if args.sizes == [64, 512, 1024] else None)
+        else (
+            ROOT / "docs" / "large_weights.md" if args.sizes == [64, 512, 1024] and not args.models else None
+        )
     )
     if out is not None:
+        command = " ".join(["tools/large_weights.py", *sys.argv[1:]])
         header = [
             "# Large weights",
             "",
-            f"Produced by `tools/large_weights.py` on a {os.cpu_count()}-core machine (gcc 12, "
-            "-O2 Release, 2 build jobs). One dense layer per size; the cli run is a whole process: start,",
+            f"Produced by `{command}` on a {os.cpu_count()}-core machine (gcc 12, -O2 Release,",
+            "2 build jobs). One dense layer per size, and the models named (the real zoo's, random",
+            "weights, its inputs). The cli run is a whole process: start,",
             "load, one inference, write the output. The package holds the weights once, as",
             "`weights/<p>_weights.bin`: embedded builds compile it in with the assembler's `.incbin`;",
             "external builds read it at run time (the cli with `--weights`), checked against the size and",

@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from relay2cmake import golden, naming
-from relay2cmake.commands import self_check
-from relay2cmake.emit.context import PackageIdentity
-from relay2cmake.emit.package import (
-    check_output_dir,
-    commit_package,
-    discard_staging,
-    golden_samples,
-    render_package,
-    stage_package,
-)
+from relay2cmake import naming
+from relay2cmake.emit.output_folder import check_output_dir, commit_package, discard_staging
 from relay2cmake.errors import ModelError
-from relay2cmake.frontends import ImportedModel, import_model
+from relay2cmake.frontends import import_model
 from relay2cmake.lower import tuning_db
-from relay2cmake.lower.pipeline import LoweredModel, lower, needs_aligned_inputs
-from relay2cmake.plan import PackagePlan, build_plan
 from relay2cmake.targets import KernelTarget, parse_targets
+
+# The stages after import load NumPy, Jinja and more (half a second): imported where they
+# run, so that gen's first progress line appears at once.
+if TYPE_CHECKING:
+    from relay2cmake import golden
+    from relay2cmake.commands import self_check
+    from relay2cmake.emit.context import PackageIdentity
+    from relay2cmake.frontends import ImportedModel
+    from relay2cmake.lower.pipeline import LoweredModel
+    from relay2cmake.plan import PackagePlan
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,17 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         f"Importing {options.model.name}",
         lambda: import_model(options.model, options.input_shapes or {}, options.constant_inputs),
     )
+    from relay2cmake import golden
+
     reference = timed(
         "golden",
         "Computing golden outputs (cross-checked references)",
         lambda: golden.compute(imported, accept_unconfirmed=options.allow_unverified),
     )
+    # The references hold the source model (PyTorch's program is as large as its weights);
+    # the golden data were all they were for.
+    imported = dataclasses.replace(imported, references=())
+    gc.collect()
     build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
     try:
         package = _build_checked(build, options)
@@ -258,6 +264,12 @@ class _Builder:
     staged: list[Path] = field(default_factory=list)  # staging folders made so far
 
     def attempt(self, optimise: bool, label: str = "") -> _Package:
+        from relay2cmake.commands import self_check
+        from relay2cmake.emit.context import PackageIdentity
+        from relay2cmake.emit.package import stage_package
+        from relay2cmake.lower.pipeline import lower, needs_aligned_inputs
+        from relay2cmake.plan import build_plan
+
         options, targets, timed = self.options, self.targets, self.timed
         lowered = timed(
             "lower",
@@ -309,6 +321,8 @@ class _Builder:
         return _Package(identity, lowered, plan, files, staging, check, fallbacks)
 
     def _render(self, identity, plan, fallbacks, check: str = "pending"):
+        from relay2cmake.emit.package import render_package
+
         return render_package(identity, plan, self.reference, self.imported.operators, fallbacks, check)
 
     def finish(self, package: _Package) -> None:
@@ -323,6 +337,8 @@ class _Builder:
         files = self._render(package.identity, package.plan, package.fallbacks, summary)
         for relative in ("metadata.json", "README.md"):
             (package.staging / relative).write_bytes(files[relative])
+        from relay2cmake.emit.package import golden_samples
+
         # Large expected outputs were whole for the check; the package keeps samples of them.
         for relative, data in golden_samples(self.reference).items():
             (package.staging / relative).write_bytes(data)

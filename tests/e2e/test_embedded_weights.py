@@ -29,5 +29,6 @@ def test_weights_as_a_c_array_pass_the_golden_test(tmp_path):
     assert bytes(values) == weights.read_bytes()
     scripted = tmp_path / "scripted.c"
     script = package / "cmake" / "weights_to_c.cmake"
-    run([cmake(), f"-DWEIGHTS={weights}", f"-DUNIT={scripted}", "-DSYMBOL=digits_embedded_weights", "-P", script])
+    symbol = "-DSYMBOL=digits_embedded_weights"
+    run([cmake(), f"-DWEIGHTS={weights}", f"-DUNIT={scripted}", symbol, "-P", script])
     assert scripted.read_bytes() == unit.read_bytes()

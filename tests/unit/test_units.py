@@ -523,3 +523,22 @@ def test_a_reshape_outside_a_dataflow_block_is_a_view_not_a_kernel(tmp_path):
     assert output.shape == (1, 4, 6) and output.output == 0, "computed in the caller's buffer"
     (written,) = (arg.value for arg in plan.steps[0].args[-1:])
     assert (plan.buffers[written].home, plan.buffers[written].slot) == (output.home, output.slot)
+
+
+def test_tensors_adopted_by_tvm_keep_shape_dtype_and_values():
+    """Weights pass between NumPy and TVM without copies where they can: an aligned array is
+    adopted (shares its memory), anything else copied, scalars stay 0-d (a scalar constant
+    that became [1] changed a Greater's result shape and a Loop's trip count)."""
+    from relay2cmake.tensor_memory import adopted_tensor, aligned_empty, tensor_values
+
+    aligned = aligned_empty((3, 5), np.float32)
+    aligned[:] = np.arange(15, dtype=np.float32).reshape(3, 5)
+    adopted = adopted_tensor(aligned)
+    aligned[0, 0] = 42.0  # shared memory: TVM sees it
+    assert tuple(adopted.shape) == (3, 5) and adopted.numpy()[0, 0] == 42.0
+    for array in (np.array(2.5, np.float32), np.arange(6, dtype=np.int64)[::2], np.zeros((0, 4), np.float16)):
+        tensor = adopted_tensor(array)
+        assert tuple(tensor.shape) == array.shape and str(tensor.dtype) == str(array.dtype), array
+        np.testing.assert_array_equal(tensor.numpy(), array)
+        view = tensor_values(tensor)
+        assert view.shape == array.shape and not view.flags.writeable
