@@ -60,10 +60,10 @@ class WeightsWriter:
         self._write(data)
         return offset
 
-    def _write(self, data) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         self.file.write(data)
         self.digest.update(data)
-        self.size += len(data) if isinstance(data, bytes) else data.nbytes
+        self.size += memoryview(data).nbytes
 
     def finish(self) -> WeightsFile:
         self.file.flush()

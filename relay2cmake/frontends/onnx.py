@@ -29,7 +29,13 @@ from relay2cmake.frontends.onnx_fold import (
     set_input_shapes,
     static_tensor_types,
 )
-from relay2cmake.frontends.onnx_weights import check_external_data, is_external, mapped_values
+from relay2cmake.frontends.onnx_weights import (
+    check_external_data,
+    external_data,
+    initializer_bytes,
+    is_external,
+    mapped_values,
+)
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -62,26 +68,14 @@ PROTOBUF_LIMIT = 2**31 - 2**20  # protobuf's 2 GiB message limit, less room for 
 
 
 def _initializer_bytes(model: onnx.ModelProto, folder: Path) -> int:
-    """Bytes of all initializers, counting external data by its recorded length (or file size)
-    without reading it."""
+    """Bytes of all initializers without reading them: external data by its checked range,
+    the rest by shape and type (protobuf's ByteSize walks the data: 1.3 s for 256 MB)."""
     total = 0
     for tensor in model.graph.initializer:
-        if tensor.data_location != TensorProto.EXTERNAL:
-            total += tensor.ByteSize()
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        try:
-            if "length" in info:
-                total += int(info["length"])
-            else:
-                location = folder / info.get("location", "")
-                offset = int(info.get("offset", 0))
-                total += max(location.stat().st_size - offset, 0) if location.is_file() else 0
-        except ValueError:
-            raise ModelError(
-                f"Initializer {tensor.name!r} has external data whose offset or length is not a number "
-                f"({info.get('offset')!r}, {info.get('length')!r}): the model file is damaged."
-            ) from None
+        if is_external(tensor):
+            total += external_data(tensor, folder).length
+        else:
+            total += initializer_bytes(tensor) or tensor.ByteSize()  # strings: ByteSize
     return total
 
 
