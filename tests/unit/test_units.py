@@ -454,6 +454,35 @@ def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(ac
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("activation", "leading_coefficient"),
+    [("gelu", "-2.72614"), ("gelu_tanh", "-2.76076"), ("silu", "0.000198756")],
+)
+def test_the_scheduled_activation_evaluates_its_polynomial_once(activation, leading_coefficient):
+    """Inlining a stage copies its expression into each use: the erf clamp once read
+    ``fast_erf`` three times and put three polynomials into ConvNeXt's matmul epilogues (1 thread
+    184 ms against 137 ms with one, measured side by side). The scheduled kernel for the x86-64
+    objects holds each polynomial once (its leading coefficient appears once)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import KernelTarget
+
+    weights = np.random.default_rng(5).standard_normal((64, 96)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType((32, 64), "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            product = bb.emit(relax.op.matmul(data, relax.const(weights)))
+            out = bb.emit_output(getattr(relax.op.nn, activation)(product))
+        bb.emit_func_output(out)
+    _, kernels, scheduled = scheduled_kernels(bb.get(), KernelTarget("x86_64", "x86-64-v3"))
+    assert len(scheduled) == 1 and len(kernels.functions) == 1, scheduled
+    assert kernels.script().count(f"T.float32({leading_coefficient}") == 1
+    assert isinstance(next(iter(kernels.functions.values())), tvm.tirx.PrimFunc)
+
+
 @pytest.mark.parametrize(("kernel", "padding", "rewritten"), [(2, 0, True), (3, 0, False), (2, 1, False)])
 def test_a_transposed_conv_whose_kernel_is_its_stride_becomes_a_matmul(kernel, padding, rewritten):
     """U-Net's 2x2 stride-2 up-convolutions: each input pixel fills its own 2x2 block, so the

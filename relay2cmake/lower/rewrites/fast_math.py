@@ -45,12 +45,13 @@ def _erf_within_one(x):
 
     erf = topi.fast_erf(x)
     one = tirx.const(1.0, x.dtype)
-    return te.compute(
-        x.shape,
-        lambda *i: tirx.Select(erf(*i) > one, one, tirx.Select(erf(*i) < -one, -one, erf(*i))),
-        name="erf_within_one",
-        tag="elemwise",
-    )
+
+    def within_one(*i):
+        value = tirx.Var("erf", x.dtype)
+        clamped = tirx.Select(value > one, one, tirx.Select(value < -one, -one, value))
+        return tirx.Let(value, erf(*i), clamped)
+
+    return te.compute(x.shape, within_one, name="erf_within_one", tag="elemwise")
 
 
 def _tanh_with_exact_tails(x):
