@@ -253,6 +253,10 @@ int __prefix___context_threads(const __prefix___context* context) {
   return context != NULL ? context->pool.threads : 0;
 }
 
+int __prefix___context_threads_used(const __prefix___context* context) {
+  return context != NULL ? context->pool.threads_used : 0;
+}
+
 const char* __prefix___last_error(const __prefix___context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
@@ -362,6 +366,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     }
   }
   __prefix___current = context;
+  __prefix___pool_run_begin(&context->pool);
   for (i = 0; __prefix___step_table[i].kernel != NULL; ++i) {
     const __prefix___step_desc* step = &__prefix___step_table[i];
     __prefix___kernel_fn kernel;
@@ -389,6 +394,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
       break;
     }
   }
+  __prefix___pool_run_end(&context->pool, status == __PREFIX___OK);
   __prefix___current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {

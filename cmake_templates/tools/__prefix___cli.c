@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   }
   if (bench > 0) {
     double* times = (double*)malloc((size_t)bench * sizeof(double));
-    long r;
+    long r, runs_with_workers = 0;
     if (times == NULL) goto done;
     for (r = 0; r < warmup; ++r) {
       __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
@@ -250,11 +250,14 @@ int main(int argc, char** argv) {
       double start = now_ms();
       __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
       times[r] = now_ms() - start;
+      if (__prefix___context_threads_used(context) > 1) ++runs_with_workers;
     }
     qsort(times, (size_t)bench, sizeof(double), compare_doubles);
     printf("latency_ms min=%.4f median=%.4f max=%.4f\n", times[0],
            bench % 2 ? times[bench / 2] : 0.5 * (times[bench / 2 - 1] + times[bench / 2]), times[bench - 1]);
     printf("kernels %s\n", __prefix___kernel_set(context));
+    /* A context with workers goes without them when that is faster (a busy machine). */
+    if (threads > 1) printf("threads %ld used in %ld of %ld runs\n", threads, runs_with_workers, bench);
     free(times);
   }
   if (make_directory(output_dir) != 0) {

@@ -1,9 +1,11 @@
 """Contexts are independent: many threads, one context each, give the serial result; with
-worker threads per context too, and under ThreadSanitizer."""
+worker threads per context too, and under ThreadSanitizer. A context with workers goes the
+faster way, with them or without, as run times say."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pytest
@@ -24,6 +26,7 @@ PROGRAM = r"""
 static float input[THREADS][CNN_INPUT_PIXELS_NUM_ELEMENTS];
 static float reference[THREADS][CNN_OUTPUT_SCORES_NUM_ELEMENTS];
 static int failures[THREADS];
+static int runs_with_workers[THREADS];
 
 static void* worker(void* arg) {
   int id = (int)(size_t)arg, r;
@@ -36,6 +39,7 @@ static void* worker(void* arg) {
   for (r = 0; r < RUNS; ++r) {
     if (cnn_run(context, &in, &outs) != CNN_OK) ++failures[id];
     if (memcmp(out, reference[id], sizeof(out)) != 0) ++failures[id];
+    if (cnn_context_threads_used(context) > 1) ++runs_with_workers[id];
   }
   cnn_context_destroy(context);
   return NULL;
@@ -44,7 +48,7 @@ static void* worker(void* arg) {
 int main(void) {
   pthread_t threads[THREADS];
   cnn_context* serial;
-  int t, total = 0;
+  int t, total = 0, with_workers = 0;
   size_t i;
   if (cnn_context_create(&serial) != CNN_OK) return 1;
   for (t = 0; t < THREADS; ++t) {
@@ -59,7 +63,9 @@ int main(void) {
   for (t = 0; t < THREADS; ++t) pthread_create(&threads[t], NULL, worker, (void*)(size_t)t);
   for (t = 0; t < THREADS; ++t) pthread_join(threads[t], NULL);
   for (t = 0; t < THREADS; ++t) total += failures[t];
+  for (t = 0; t < THREADS; ++t) with_workers += runs_with_workers[t];
   printf("%d threads x %d runs, %d mismatches\n", THREADS, RUNS, total);
+  printf("runs with workers: %d\n", with_workers);
   return total != 0;
 }
 """
@@ -98,3 +104,79 @@ def test_contexts_with_worker_threads_are_race_free_under_tsan(built, tmp_path):
     )  # fmt: skip
     result = run([exe], env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66"))
     assert "8 threads x 50 runs, 0 mismatches" in result.stdout
+    # Each context's first two runs use its workers whatever the machine's load.
+    assert int(result.stdout.split("runs with workers: ")[1].split()[0]) >= 16, result.stdout
+
+
+ADAPTIVE_PROGRAM = r"""
+#include <cnn/cnn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The run clock the package was built with (-DCNN_RUN_CLOCK=cnn_test_clock): each run
+ * reads it at its start and end, and lasts what this test says for the way it went. */
+static cnn_context* context;
+static uint64_t now, parallel_ns, serial_ns;
+static unsigned long reads;
+
+uint64_t cnn_test_clock(void) {
+  if (reads++ % 2 == 1) now += cnn_context_threads_used(context) > 1 ? parallel_ns : serial_ns;
+  return now;
+}
+
+int main(void) {
+  static float input[CNN_INPUT_PIXELS_NUM_ELEMENTS];
+  float reference[CNN_OUTPUT_SCORES_NUM_ELEMENTS], out[CNN_OUTPUT_SCORES_NUM_ELEMENTS];
+  cnn_inputs in = {input};
+  cnn_outputs expected = {reference}, outs = {out};
+  int r, busy_with_workers = 0, quiet_with_workers = 0, mismatches = 0;
+  size_t i;
+  for (i = 0; i < CNN_INPUT_PIXELS_NUM_ELEMENTS; ++i) input[i] = (float)(i % 13) / 6.0f - 1.0f;
+  if (cnn_context_create(&context) != CNN_OK || cnn_run(context, &in, &expected) != CNN_OK) return 1;
+  if (cnn_context_set_threads(context, 2) != CNN_OK) return 1;
+  for (r = 0; r < 192; ++r) {
+    /* Runs 0-63: the other core is busy (workers make a run slower); then it is free. */
+    parallel_ns = r < 64 ? 10000000u : 3000000u;
+    serial_ns = 6000000u;
+    if (cnn_run(context, &in, &outs) != CNN_OK || memcmp(out, reference, sizeof(out)) != 0) ++mismatches;
+    if (cnn_context_threads_used(context) > 1) {
+      if (r >= 4 && r < 64) ++busy_with_workers;
+      if (r >= 128) ++quiet_with_workers;
+    }
+  }
+  printf("busy: %d of 60 runs with workers; quiet: %d of 64; %d mismatches\n", busy_with_workers,
+         quiet_with_workers, mismatches);
+  cnn_context_destroy(context);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed")
+def test_a_context_runs_without_its_workers_while_they_make_runs_slower(built, tmp_path):
+    """The pool times whole runs and goes the faster way, trying the other every 16th run.
+    With run times scripted by a test clock: while runs with workers take longer (a busy
+    machine) almost every run goes on the caller alone; once they are faster again, almost
+    every run uses them. Outputs are the serial ones either way."""
+    package = built("cnn")
+    build = tmp_path / "scripted"
+    configure_build(
+        package.source, build, "-DCMAKE_C_FLAGS=-DCNN_RUN_CLOCK=cnn_test_clock",
+        "-DCNN_BUILD_TESTS=OFF", "-DCNN_BUILD_TOOLS=OFF",
+    )  # fmt: skip
+    (tmp_path / "main.c").write_text(ADAPTIVE_PROGRAM)
+    exe = tmp_path / "adaptive"
+    run(
+        [
+            "gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
+            "-I", package.source / "include", tmp_path / "main.c", build / "libcnn.a", "-lm", "-o", exe,
+        ]
+    )  # fmt: skip
+    printed = run([exe]).stdout
+    counts = re.search(r"busy: (\d+) of 60 runs with workers; quiet: (\d+) of 64; (\d+) mismatches", printed)
+    assert counts, printed
+    busy, quiet, mismatches = map(int, counts.groups())
+    assert mismatches == 0, printed
+    assert busy <= 60 // 8, printed  # the tries of the other way, every 16th run
+    assert quiet >= 64 - 64 // 8, printed

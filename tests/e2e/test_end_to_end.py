@@ -3,6 +3,8 @@ with ONNX Runtime, for every model of the zoo."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from model_zoo import MODELS
@@ -83,6 +85,9 @@ def test_cli_tool_runs_npy_files_and_benchmarks(built, tmp_path):
         file = f"{tmp_path / 'out'}/output_{index}.npy"
         line = f"output {index} '{output['name']}' {output['dtype']}[{shape}] -> {file}"
         assert line in result.stdout.splitlines(), result.stdout
+    # With workers, --bench says in how many runs the context used them (it may go without).
+    threaded = run([cli, "--output-dir", tmp_path / "out2", "--bench", "5", "--threads", "2", *paths])
+    assert re.search(r"^threads 2 used in [0-5] of 5 runs$", threaded.stdout, re.M), threaded.stdout
 
     # --named-outputs: files named after the outputs (their C identifiers); --quiet: no lines.
     named = run([cli, "--output-dir", tmp_path / "named", "--named-outputs", "--quiet", *paths])

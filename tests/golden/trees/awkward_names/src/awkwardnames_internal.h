@@ -50,28 +50,39 @@ typedef struct awkwardnames_worker {
 
 /* A context's thread pool: threads - 1 workers, woken for each parallel loop. */
 struct awkwardnames_pool {
-  int threads;  /* including the caller of run */
+  int threads;       /* including the caller of run */
+  int threads_used;  /* by the current or last run; 0 before the first */
   int workers_started;
 #if AWKWARDNAMES_THREADS
   pthread_mutex_t lock;
   pthread_cond_t wake;
   pthread_t handles[AWKWARDNAMES_MAX_THREADS];
   awkwardnames_worker workers[AWKWARDNAMES_MAX_THREADS];
-  unsigned long generation;  /* +2 per parallel loop; odd while the next one is set up */
-  int next_task;             /* the next task of the current loop to claim */
-  int tasks_done;            /* tasks of the current loop finished */
-  int inside;                /* workers claiming tasks of the current loop */
-  int sleepers;              /* workers waiting on the condition variable */
+  /* The loop's generation (high half: +2 per parallel loop, odd while the next one is set
+   * up) and its next task to claim (low half), claimed by compare-and-swap. */
+  uint64_t claim;
+  int task_count;  /* tasks of the current loop */
+  int tasks_done;  /* tasks of the current loop finished */
+  int sleepers;    /* workers waiting on the condition variable */
   int stop;
   int status;
   FTVMParallelLambda lambda;
   void* cdata;
   TVMParallelGroupEnv env;
+  /* Runs timed (the caller's alone): the mean run time with the workers [0] and on the
+   * caller alone [1], the runs so far, and whether this one goes on the caller alone. */
+  uint64_t mean_ns[2];
+  uint64_t run_started_ns;
+  unsigned runs;
+  int run_serially;
+  int parked;  /* set while a run goes on the caller alone: idle workers sleep at once */
 #endif
 };
 
 awkwardnames_status awkwardnames_pool_set_threads(awkwardnames_pool* pool, int threads);
 void awkwardnames_pool_stop(awkwardnames_pool* pool);
+void awkwardnames_pool_run_begin(awkwardnames_pool* pool);
+void awkwardnames_pool_run_end(awkwardnames_pool* pool, int succeeded);
 int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task);
 
 typedef int32_t (*awkwardnames_kernel_fn)(void* self, void* args, int32_t num_args, void* result);

@@ -256,6 +256,10 @@ int awkwardnames_context_threads(const awkwardnames_context* context) {
   return context != NULL ? context->pool.threads : 0;
 }
 
+int awkwardnames_context_threads_used(const awkwardnames_context* context) {
+  return context != NULL ? context->pool.threads_used : 0;
+}
+
 const char* awkwardnames_last_error(const awkwardnames_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
@@ -365,6 +369,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     }
   }
   awkwardnames_current = context;
+  awkwardnames_pool_run_begin(&context->pool);
   for (i = 0; awkwardnames_step_table[i].kernel != NULL; ++i) {
     const awkwardnames_step_desc* step = &awkwardnames_step_table[i];
     awkwardnames_kernel_fn kernel;
@@ -392,6 +397,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
       break;
     }
   }
+  awkwardnames_pool_run_end(&context->pool, status == AWKWARDNAMES_OK);
   awkwardnames_current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {

@@ -6,26 +6,46 @@
  * The thread pool behind the kernels' parallel loops. Each context owns threads - 1 workers.
  * A parallel loop is cut into more tasks than threads (TVM's parallel lambdas take any task
  * count and split their range by it); the caller and every worker that is awake claim tasks
- * one at a time from a shared counter until none is left, so a worker the OS has
- * descheduled (another program on its core) holds up at most the one task it runs, never a
- * share fixed in advance, and a worker that wakes late finds the loop done and goes back to
- * waiting. Waiting is polite: a short spin that yields the core now and then, then a
- * condition variable (workers) or sched_yield (the caller, for the last tasks in flight).
- * Without pthreads (AWKWARDNAMES_THREADS 0: bare metal, or a build that asked for none) every
- * loop runs serially on the caller's thread.
+ * one at a time, so a worker the OS has descheduled (another program on its core) holds up
+ * at most the one task it runs, never a share fixed in advance, and a worker that wakes late
+ * finds the loop done and goes back to waiting.
+ *
+ * The caller never waits for a worker to *leave* a loop: the loop's generation and its next
+ * task share one word, claimed by compare-and-swap, so a worker that was descheduled halfway
+ * through a claim fails it and the next loop starts at once.
+ *
+ * Parallel loops only pay when the workers' cores are free: when other programs keep them
+ * busy, every loop waits for a worker the OS has descheduled, and two threads can take twice
+ * as long as one. The pool therefore times whole runs (a model does the same work every
+ * run) and keeps two running means, with its workers and on the caller alone; runs go the
+ * faster way, and every AWKWARDNAMES_PROBE_EVERY-th run tries the other, so the choice follows
+ * the machine as its load comes and goes. A quiet machine keeps its speed-up; a busy one
+ * costs about what one thread does. Build with -DAWKWARDNAMES_ADAPTIVE_THREADS=0 to always use
+ * the workers.
+ *
+ * Waiting is polite: a short spin that yields the core now and then, then a condition
+ * variable (workers) or sched_yield (the caller, for the last tasks in flight). Without
+ * pthreads (AWKWARDNAMES_THREADS 0: bare metal, or a build that asked for none) every loop runs
+ * serially on the caller's thread.
  */
+#if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c99 */
+#endif
 #include "awkwardnames_internal.h"
 
 #if AWKWARDNAMES_THREADS
 
 #include <sched.h>
+#include <time.h>
 
 /* Waking a sleeping worker costs tens of microseconds, more than many kernels take, so an
- * idle worker spins for a while first (about 0.5-1 ms), yielding its core every
- * AWKWARDNAMES_YIELD_EVERY spins so that a busy machine loses little to it. The counters use
- * the __atomic builtins of gcc and clang (pthreads builds only), sequentially consistent. */
-#ifndef AWKWARDNAMES_SPINS
-#define AWKWARDNAMES_SPINS 16384
+ * idle worker spins for a while first, yielding its core every AWKWARDNAMES_YIELD_EVERY spins
+ * so that a busy machine loses little to it. The while is measured on the clock, not in
+ * spins: on a busy machine each yield can last a time slice, and a worker that stays
+ * runnable that long takes its share of a core from the caller. The counters use the
+ * __atomic builtins of gcc and clang (pthreads builds only), sequentially consistent. */
+#ifndef AWKWARDNAMES_SPIN_NS
+#define AWKWARDNAMES_SPIN_NS 500000u
 #endif
 #define AWKWARDNAMES_YIELD_EVERY 64
 /* Tasks per thread in a parallel loop: enough that a stalled worker's task is small, few
@@ -35,6 +55,11 @@
 #ifndef AWKWARDNAMES_TASKS_PER_THREAD
 #define AWKWARDNAMES_TASKS_PER_THREAD 4
 #endif
+/* Runs between two tries of the way not chosen (see the top of this file). */
+#ifndef AWKWARDNAMES_ADAPTIVE_THREADS
+#define AWKWARDNAMES_ADAPTIVE_THREADS 1
+#endif
+#define AWKWARDNAMES_PROBE_EVERY 16
 #if defined(__x86_64__) || defined(__i386__)
 #define AWKWARDNAMES_RELAX() __builtin_ia32_pause()
 #elif defined(__aarch64__)
@@ -45,6 +70,21 @@
 #define AWKWARDNAMES_LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
 #define AWKWARDNAMES_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
 #define AWKWARDNAMES_ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_SEQ_CST)
+/* The claim word: the loop's generation in the high half, its next task in the low half. */
+#define AWKWARDNAMES_GENERATION(word) ((uint32_t)((word) >> 32))
+#define AWKWARDNAMES_WORD(generation, task) (((uint64_t)(generation) << 32) | (uint32_t)(task))
+
+static uint64_t awkwardnames_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+/* The clock that times runs (nanoseconds); a test names its own to script run times. */
+#ifdef AWKWARDNAMES_RUN_CLOCK
+uint64_t AWKWARDNAMES_RUN_CLOCK(void);
+#else
+#define AWKWARDNAMES_RUN_CLOCK awkwardnames_now_ns
+#endif
 
 /* One spin step of a waiting thread: a pause, and every so often the core given away. */
 static void awkwardnames_relax(int spins) {
@@ -55,49 +95,60 @@ static void awkwardnames_relax(int spins) {
   }
 }
 
-/* Claims and runs the current loop's tasks until none is left. A failure is recorded before
+/* Claims and runs tasks of loop `generation` until none is left. A claim succeeds only while
+ * the word still holds this generation, so the job fields read after it are this loop's (the
+ * caller rewrites them only once every claimed task is done). A failure is recorded before
  * its task counts as done, so the caller sees it once every task is. */
-static void awkwardnames_run_tasks(awkwardnames_pool* pool) {
+static void awkwardnames_run_tasks(awkwardnames_pool* pool, uint32_t generation) {
   for (;;) {
-    int task = AWKWARDNAMES_ADD(pool->next_task, 1) - 1;
+    uint64_t word = AWKWARDNAMES_LOAD(pool->claim);
+    uint32_t task = (uint32_t)word;
     int rc;
-    if (task >= pool->env.num_task) return;
-    rc = pool->lambda(task, &pool->env, pool->cdata);
+    if (AWKWARDNAMES_GENERATION(word) != generation) return;
+    if (task >= (uint32_t)AWKWARDNAMES_LOAD(pool->task_count)) return;
+    if (!__atomic_compare_exchange_n(&pool->claim, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+      continue;
+    }
+    rc = pool->lambda((int)task, &pool->env, pool->cdata);
     if (rc != 0) AWKWARDNAMES_STORE(pool->status, rc);
     AWKWARDNAMES_ADD(pool->tasks_done, 1);
   }
 }
 
+/* Whether an idle worker should go on spinning: no new loop yet, the pool not stopping
+ * and not running on the caller alone, and the spin not over its time (checked at each
+ * yield, where the clock costs nothing next to the system call). */
+static int awkwardnames_keep_spinning(awkwardnames_pool* pool, uint32_t seen, int spins, uint64_t since) {
+  if (AWKWARDNAMES_GENERATION(AWKWARDNAMES_LOAD(pool->claim)) != seen) return 0;
+  if (AWKWARDNAMES_LOAD(pool->stop) || AWKWARDNAMES_LOAD(pool->parked)) return 0;
+  if (spins % AWKWARDNAMES_YIELD_EVERY == AWKWARDNAMES_YIELD_EVERY - 1) {
+    return awkwardnames_now_ns() - since < AWKWARDNAMES_SPIN_NS;
+  }
+  return 1;
+}
+
 static void* awkwardnames_worker_main(void* argument) {
   awkwardnames_worker* self = (awkwardnames_worker*)argument;
   awkwardnames_pool* pool = self->pool;
-  unsigned long seen = 0; /* generation restarts at 0 before workers start */
+  uint32_t seen = 0; /* the generation restarts at 0 before workers start */
   for (;;) {
     int spins;
-    unsigned long generation;
-    for (spins = 0; spins < AWKWARDNAMES_SPINS; ++spins) {
-      if (AWKWARDNAMES_LOAD(pool->generation) != seen || AWKWARDNAMES_LOAD(pool->stop)) break;
-      awkwardnames_relax(spins);
-    }
-    if (AWKWARDNAMES_LOAD(pool->generation) == seen && !AWKWARDNAMES_LOAD(pool->stop)) {
+    uint32_t generation;
+    uint64_t since = awkwardnames_now_ns();
+    for (spins = 0; awkwardnames_keep_spinning(pool, seen, spins, since); ++spins) awkwardnames_relax(spins);
+    if (AWKWARDNAMES_GENERATION(AWKWARDNAMES_LOAD(pool->claim)) == seen && !AWKWARDNAMES_LOAD(pool->stop)) {
       pthread_mutex_lock(&pool->lock);
       AWKWARDNAMES_ADD(pool->sleepers, 1);
-      while (!AWKWARDNAMES_LOAD(pool->stop) && AWKWARDNAMES_LOAD(pool->generation) == seen) {
+      while (!AWKWARDNAMES_LOAD(pool->stop) && AWKWARDNAMES_GENERATION(AWKWARDNAMES_LOAD(pool->claim)) == seen) {
         pthread_cond_wait(&pool->wake, &pool->lock);
       }
       AWKWARDNAMES_ADD(pool->sleepers, -1);
       pthread_mutex_unlock(&pool->lock);
     }
     if (AWKWARDNAMES_LOAD(pool->stop)) break;
-    generation = AWKWARDNAMES_LOAD(pool->generation);
+    generation = AWKWARDNAMES_GENERATION(AWKWARDNAMES_LOAD(pool->claim));
     seen = generation;
-    if (generation & 1ul) continue; /* the caller is setting up the next loop: wait for it */
-    /* Inside the loop from here: the caller sets up no other loop until this worker leaves.
-     * Entering is checked again after the count is raised, so a loop that closed meanwhile
-     * is never entered (its job fields may already belong to the next one). */
-    AWKWARDNAMES_ADD(pool->inside, 1);
-    if (AWKWARDNAMES_LOAD(pool->generation) == generation) awkwardnames_run_tasks(pool);
-    AWKWARDNAMES_ADD(pool->inside, -1);
+    if ((generation & 1u) == 0) awkwardnames_run_tasks(pool, generation); /* odd: being set up */
   }
   return NULL;
 }
@@ -129,11 +180,14 @@ awkwardnames_status awkwardnames_pool_set_threads(awkwardnames_pool* pool, int t
     pthread_mutex_destroy(&pool->lock);
     return AWKWARDNAMES_ERROR_THREADS;
   }
-  pool->generation = 0;
-  pool->inside = 0;
+  pool->claim = 0;
+  pool->task_count = 0;
   pool->sleepers = 0;
-  pool->env.num_task = 0;
-  pool->next_task = 0;
+  pool->run_serially = 0;
+  pool->parked = 0;
+  pool->runs = 0;
+  pool->mean_ns[0] = 0;
+  pool->mean_ns[1] = 0;
   for (i = 1; i < threads; ++i) {
     pool->workers[i].pool = pool;
     pool->workers[i].id = i;
@@ -148,33 +202,81 @@ awkwardnames_status awkwardnames_pool_set_threads(awkwardnames_pool* pool, int t
   return AWKWARDNAMES_OK;
 }
 
+static int awkwardnames_run_serially(FTVMParallelLambda lambda, void* cdata) {
+  TVMParallelGroupEnv env;
+  env.sync_handle = NULL;
+  env.num_task = 1;
+  return lambda(0, &env, cdata);
+}
+
+/* Which way this run's loops go: the faster mean so far, the other one every
+ * AWKWARDNAMES_PROBE_EVERY-th run. The first two runs (cold caches, page faults) use the
+ * workers and are not counted; the third is the first on the caller alone. */
+void awkwardnames_pool_run_begin(awkwardnames_pool* pool) {
+  int faster;
+  pool->run_serially = 0;
+  pool->threads_used = pool->threads;
+  if (pool->threads <= 1 || !AWKWARDNAMES_ADAPTIVE_THREADS) return;
+  pool->run_started_ns = AWKWARDNAMES_RUN_CLOCK();
+  if (pool->runs < 3) {
+    pool->run_serially = pool->runs == 2;
+  } else {
+    faster = pool->mean_ns[1] < pool->mean_ns[0];
+    pool->run_serially = pool->runs % AWKWARDNAMES_PROBE_EVERY == 0 ? !faster : faster;
+  }
+  if (pool->run_serially) {
+    pool->threads_used = 1;
+    /* Workers still spinning from the last run go to sleep at once: runnable, they would
+     * take their share of a busy core from the caller. */
+    AWKWARDNAMES_STORE(pool->parked, 1);
+  }
+}
+
+/* The run's time joins the mean of the way it went: a quarter of it for the way chosen
+ * (runs every time), half for a try of the other (rare, so it must count). */
+void awkwardnames_pool_run_end(awkwardnames_pool* pool, int succeeded) {
+  uint64_t took, *mean;
+  if (pool->threads <= 1 || !AWKWARDNAMES_ADAPTIVE_THREADS) return;
+  took = AWKWARDNAMES_RUN_CLOCK() - pool->run_started_ns;
+  mean = &pool->mean_ns[pool->run_serially];
+  if (succeeded && pool->runs >= 2) {
+    if (*mean == 0) {
+      *mean = took;
+    } else if ((pool->mean_ns[1] < pool->mean_ns[0]) == pool->run_serially) {
+      *mean = (*mean * 3 + took) / 4;
+    } else {
+      *mean = (*mean + took) / 2;
+    }
+  }
+  pool->runs += 1;
+  pool->run_serially = 0;
+  AWKWARDNAMES_STORE(pool->parked, 0);
+}
+
 int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task) {
   int tasks = num_task > 0 ? num_task : pool->threads * AWKWARDNAMES_TASKS_PER_THREAD;
+  uint32_t generation;
   int spins;
-  if (pool->threads <= 1 || tasks <= 1) {
-    TVMParallelGroupEnv env;
-    env.sync_handle = NULL;
-    env.num_task = 1;
-    return lambda(0, &env, cdata);
-  }
-  /* Close the last loop (odd generation), wait for the workers still inside it to leave
-   * (each only notices that nothing is left to claim), then publish this one. */
-  AWKWARDNAMES_ADD(pool->generation, 1);
-  for (spins = 0; AWKWARDNAMES_LOAD(pool->inside) > 0; ++spins) awkwardnames_relax(spins);
+  if (pool->threads <= 1 || tasks <= 1 || pool->run_serially) return awkwardnames_run_serially(lambda, cdata);
+  /* Close the last loop (odd generation: every claim of it now fails), set this one up,
+   * then publish it. The last loop's tasks are all done: its caller waited for them. */
+  generation = AWKWARDNAMES_GENERATION(pool->claim) + 1;
+  AWKWARDNAMES_STORE(pool->claim, AWKWARDNAMES_WORD(generation, 0));
   pool->lambda = lambda;
   pool->cdata = cdata;
   pool->env.sync_handle = NULL;
   pool->env.num_task = tasks;
+  AWKWARDNAMES_STORE(pool->task_count, tasks);
   AWKWARDNAMES_STORE(pool->status, 0);
   AWKWARDNAMES_STORE(pool->tasks_done, 0);
-  AWKWARDNAMES_STORE(pool->next_task, 0);
-  AWKWARDNAMES_ADD(pool->generation, 1);
+  generation += 1;
+  AWKWARDNAMES_STORE(pool->claim, AWKWARDNAMES_WORD(generation, 0));
   if (AWKWARDNAMES_LOAD(pool->sleepers) > 0) { /* a sleeper checks the generation under the lock */
     pthread_mutex_lock(&pool->lock);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
   }
-  awkwardnames_run_tasks(pool);
+  awkwardnames_run_tasks(pool, generation);
   /* The tasks other threads still run: the caller gives its core away while it waits. */
   for (spins = 0; AWKWARDNAMES_LOAD(pool->tasks_done) < tasks; ++spins) awkwardnames_relax(spins);
   return AWKWARDNAMES_LOAD(pool->status);
@@ -183,6 +285,13 @@ int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, vo
 #else /* no threads */
 
 void awkwardnames_pool_stop(awkwardnames_pool* pool) { pool->threads = 1; }
+
+void awkwardnames_pool_run_begin(awkwardnames_pool* pool) { pool->threads_used = 1; }
+
+void awkwardnames_pool_run_end(awkwardnames_pool* pool, int succeeded) {
+  (void)pool;
+  (void)succeeded;
+}
 
 awkwardnames_status awkwardnames_pool_set_threads(awkwardnames_pool* pool, int threads) {
   pool->threads = 1;

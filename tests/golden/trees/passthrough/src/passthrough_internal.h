@@ -50,28 +50,39 @@ typedef struct passthrough_worker {
 
 /* A context's thread pool: threads - 1 workers, woken for each parallel loop. */
 struct passthrough_pool {
-  int threads;  /* including the caller of run */
+  int threads;       /* including the caller of run */
+  int threads_used;  /* by the current or last run; 0 before the first */
   int workers_started;
 #if PASSTHROUGH_THREADS
   pthread_mutex_t lock;
   pthread_cond_t wake;
   pthread_t handles[PASSTHROUGH_MAX_THREADS];
   passthrough_worker workers[PASSTHROUGH_MAX_THREADS];
-  unsigned long generation;  /* +2 per parallel loop; odd while the next one is set up */
-  int next_task;             /* the next task of the current loop to claim */
-  int tasks_done;            /* tasks of the current loop finished */
-  int inside;                /* workers claiming tasks of the current loop */
-  int sleepers;              /* workers waiting on the condition variable */
+  /* The loop's generation (high half: +2 per parallel loop, odd while the next one is set
+   * up) and its next task to claim (low half), claimed by compare-and-swap. */
+  uint64_t claim;
+  int task_count;  /* tasks of the current loop */
+  int tasks_done;  /* tasks of the current loop finished */
+  int sleepers;    /* workers waiting on the condition variable */
   int stop;
   int status;
   FTVMParallelLambda lambda;
   void* cdata;
   TVMParallelGroupEnv env;
+  /* Runs timed (the caller's alone): the mean run time with the workers [0] and on the
+   * caller alone [1], the runs so far, and whether this one goes on the caller alone. */
+  uint64_t mean_ns[2];
+  uint64_t run_started_ns;
+  unsigned runs;
+  int run_serially;
+  int parked;  /* set while a run goes on the caller alone: idle workers sleep at once */
 #endif
 };
 
 passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int threads);
 void passthrough_pool_stop(passthrough_pool* pool);
+void passthrough_pool_run_begin(passthrough_pool* pool);
+void passthrough_pool_run_end(passthrough_pool* pool, int succeeded);
 int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task);
 
 typedef int32_t (*passthrough_kernel_fn)(void* self, void* args, int32_t num_args, void* result);

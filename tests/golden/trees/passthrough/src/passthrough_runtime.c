@@ -256,6 +256,10 @@ int passthrough_context_threads(const passthrough_context* context) {
   return context != NULL ? context->pool.threads : 0;
 }
 
+int passthrough_context_threads_used(const passthrough_context* context) {
+  return context != NULL ? context->pool.threads_used : 0;
+}
+
 const char* passthrough_last_error(const passthrough_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
 }
@@ -365,6 +369,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     }
   }
   passthrough_current = context;
+  passthrough_pool_run_begin(&context->pool);
   for (i = 0; passthrough_step_table[i].kernel != NULL; ++i) {
     const passthrough_step_desc* step = &passthrough_step_table[i];
     passthrough_kernel_fn kernel;
@@ -392,6 +397,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
       break;
     }
   }
+  passthrough_pool_run_end(&context->pool, status == PASSTHROUGH_OK);
   passthrough_current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {

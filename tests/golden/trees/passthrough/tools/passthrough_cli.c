@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   }
   if (bench > 0) {
     double* times = (double*)malloc((size_t)bench * sizeof(double));
-    long r;
+    long r, runs_with_workers = 0;
     if (times == NULL) goto done;
     for (r = 0; r < warmup; ++r) {
       passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);
@@ -253,11 +253,14 @@ int main(int argc, char** argv) {
       double start = now_ms();
       passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);
       times[r] = now_ms() - start;
+      if (passthrough_context_threads_used(context) > 1) ++runs_with_workers;
     }
     qsort(times, (size_t)bench, sizeof(double), compare_doubles);
     printf("latency_ms min=%.4f median=%.4f max=%.4f\n", times[0],
            bench % 2 ? times[bench / 2] : 0.5 * (times[bench / 2 - 1] + times[bench / 2]), times[bench - 1]);
     printf("kernels %s\n", passthrough_kernel_set(context));
+    /* A context with workers goes without them when that is faster (a busy machine). */
+    if (threads > 1) printf("threads %ld used in %ld of %ld runs\n", threads, runs_with_workers, bench);
     free(times);
   }
   if (make_directory(output_dir) != 0) {

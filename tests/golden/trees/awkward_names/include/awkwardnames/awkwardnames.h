@@ -185,6 +185,12 @@ AWKWARDNAMES_API void awkwardnames_context_destroy(awkwardnames_context* context
 #define AWKWARDNAMES_MAX_THREADS 64
 AWKWARDNAMES_API awkwardnames_status awkwardnames_context_set_threads(awkwardnames_context* context, int threads);
 AWKWARDNAMES_API int awkwardnames_context_threads(const awkwardnames_context* context);
+/* Threads the last run on this context used (0 before the first run). With more than one
+ * thread, a context times its runs and goes the faster way: with its workers, or on the
+ * calling thread alone (1) when other programs keep the other cores busy and parallel loops
+ * would wait for descheduled workers. Every 16th run tries the other way, so the choice
+ * follows the machine's load. */
+AWKWARDNAMES_API int awkwardnames_context_threads_used(const awkwardnames_context* context);
 
 /* The shape output `index` had in the last successful run on this context: its static shape,
  * or for a bounded output (dynamic_axis >= 0; NonZero, Unique, Compress) the actual extent

@@ -187,6 +187,8 @@ class Model {
   /* 1 (default) to 64 threads for this Model's kernels; see awkwardnames_context_set_threads. */
   void set_threads(int threads) { check(awkwardnames_context_set_threads(context_, threads), "cannot set threads"); }
   int threads() const noexcept { return awkwardnames_context_threads(context_); }
+  /* Threads the last run used; see awkwardnames_context_threads_used. */
+  int threads_used() const noexcept { return awkwardnames_context_threads_used(context_); }
 
   awkwardnames_context* get() const noexcept { return context_; }
 

@@ -179,6 +179,12 @@ PASSTHROUGH_API void passthrough_context_destroy(passthrough_context* context);
 #define PASSTHROUGH_MAX_THREADS 64
 PASSTHROUGH_API passthrough_status passthrough_context_set_threads(passthrough_context* context, int threads);
 PASSTHROUGH_API int passthrough_context_threads(const passthrough_context* context);
+/* Threads the last run on this context used (0 before the first run). With more than one
+ * thread, a context times its runs and goes the faster way: with its workers, or on the
+ * calling thread alone (1) when other programs keep the other cores busy and parallel loops
+ * would wait for descheduled workers. Every 16th run tries the other way, so the choice
+ * follows the machine's load. */
+PASSTHROUGH_API int passthrough_context_threads_used(const passthrough_context* context);
 
 /* The shape output `index` had in the last successful run on this context: its static shape,
  * or for a bounded output (dynamic_axis >= 0; NonZero, Unique, Compress) the actual extent

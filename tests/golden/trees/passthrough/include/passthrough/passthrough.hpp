@@ -178,6 +178,8 @@ class Model {
   /* 1 (default) to 64 threads for this Model's kernels; see passthrough_context_set_threads. */
   void set_threads(int threads) { check(passthrough_context_set_threads(context_, threads), "cannot set threads"); }
   int threads() const noexcept { return passthrough_context_threads(context_); }
+  /* Threads the last run used; see passthrough_context_threads_used. */
+  int threads_used() const noexcept { return passthrough_context_threads_used(context_); }
 
   passthrough_context* get() const noexcept { return context_; }
 
