@@ -5,10 +5,13 @@
 
 For each model it generates a package (this checkout's relay2cmake, or ``--tree`` another
 checkout's, to compare revisions), builds it Release, and times ``<p>_cli --bench`` at 1 and
-2 threads, interleaved, in two modes:
+2 threads, interleaved, in three modes:
 
 - quiet: nothing else runs (as far as this machine allows);
-- busy: a neighbour process spins on the last CPU the whole time, as another program would.
+- busy: a neighbour process spins on the last CPU the whole time, as another program would;
+- loaded: one neighbour per CPU spins, none pinned (a parallel build beside the app): every
+  core is shared, so parallel loops wait for descheduled workers unless the pool goes
+  without them.
 
 It prints, per mode, the best and the worst of ``--rounds`` medians (a bimodal pool shows up
 as a worst far above the best) and the ratio 2 threads / 1 thread of the best medians.
@@ -29,11 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
-def _spin() -> None:
-    last = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {last})
+def _spin(pinned: bool = True) -> None:
+    if pinned:
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     while True:
         pass
+
+
+def neighbours(mode: str) -> list[multiprocessing.Process]:
+    pins = {"quiet": [], "busy": [True], "loaded": [False] * len(os.sched_getaffinity(0))}[mode]
+    return [multiprocessing.Process(target=_spin, args=(pin,), daemon=True) for pin in pins]
 
 
 def make_package(model: Path, work: Path, tree: Path) -> Path:
@@ -84,24 +92,25 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose relay2cmake generates")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="quiet,busy,loaded", help="quiet, busy, loaded (default: all)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     packages = [*args.package, *(make_package(m, args.work, args.tree.resolve()) for m in args.models)]
-    print(f"{'package':28} {'mode':5} {'1 thread ms':>17} {'2 threads ms':>17} {'2t/1t':>6}")
+    print(f"{'package':28} {'mode':6} {'1 thread ms':>17} {'2 threads ms':>17} {'2t/1t':>6}")
     for package in packages:
         cli, inputs = build_cli(package)
-        for mode in ("quiet", "busy"):
-            neighbour = multiprocessing.Process(target=_spin, daemon=True) if mode == "busy" else None
-            if neighbour is not None:
-                neighbour.start()
+        for mode in args.modes.split(","):
+            spinning = neighbours(mode)
+            for process in spinning:
+                process.start()
             try:
                 times = measure(cli, inputs, args.runs, args.rounds, args.work / "outputs")
             finally:
-                if neighbour is not None:
-                    neighbour.terminate()
-                    neighbour.join()
+                for process in spinning:
+                    process.terminate()
+                    process.join()
             one, two = (f"{min(times[t]):8.3f}-{max(times[t]):<8.3f}" for t in (1, 2))
-            print(f"{package.name[:28]:28} {mode:5} {one:>17} {two:>17} {min(times[2]) / min(times[1]):6.2f}")
+            print(f"{package.name[:28]:28} {mode:6} {one:>17} {two:>17} {min(times[2]) / min(times[1]):6.2f}")
 
 
 if __name__ == "__main__":
