@@ -39,7 +39,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 
 # ONNX Runtime, OpenVINO and the packages on the real-model zoo; writes docs/performance.md
-# (about two hours on 2 cores; --resume keeps the models already measured).
+# (about two hours on 2 cores; --resume skips the models already measured at this commit).
 bench: $(VENV)/.installed-bench system-deps
 	$(BIN)/python benchmarks/run.py --resume --report
 

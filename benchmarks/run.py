@@ -18,8 +18,11 @@ the last CPU the whole time; median of the rounds' medians, since the disturbanc
 point). Then every kernel of the package is timed alone on one thread (``kernels.py``): the
 time outside kernels is the package's 1-thread latency minus their sum.
 
-Each model's figures go to ``build/bench/results/<model>.json`` when it finishes; ``--report``
-(re)writes ``docs/performance.md`` from them. The whole zoo takes about two hours on 2 cores.
+Each model's figures go to ``benchmarks/results/<model>.json`` (kept in git, with the commit
+and the machine that measured them) when it finishes; ``--report`` (re)writes
+``docs/performance.md`` from all of them, so a run of a few models (``--only``) updates their
+rows and keeps the others'. ``--resume`` skips the models already measured at this commit. The
+whole zoo takes about two hours on 2 cores.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tools"))
+# This checkout's relay2cmake (kernels.py imports it), also when it is a snapshot of a commit
+# run beside an editable install of another (a long run undisturbed by edits in progress).
+sys.path.insert(0, str(ROOT))
 import kernels  # noqa: E402  (the benchmark's own modules, beside this file)
 import real_zoo  # noqa: E402
 from real_zoo_models import ENTRIES, MODELS, Entry  # noqa: E402
@@ -51,6 +57,10 @@ from runtimes import RUNTIMES, Worker  # noqa: E402
 
 PYTHON = sys.executable
 OUT = ROOT / "build" / "bench"
+# Each model's figures, kept in git: docs/performance.md is rewritten from them, so a later
+# run of some models (--only) updates their rows and keeps the others'.
+RESULTS = HERE / "results"
+MACHINE_PEAK: dict[str, float] = {}  # this machine's, measured once per run (main)
 ROUNDS = 3
 THREADS = (1, 2)
 # The seven models the performance issue was filed with: ours / ONNX Runtime at 1 thread as
@@ -167,6 +177,7 @@ def measure(cli: Path, inputs: list[Path], runtime_model: Path, feeds: Path, mod
 def bench_one(entry: Entry, modes: list[str], with_kernels: bool) -> dict:
     result: dict = {"key": key(entry), "entry": entry.name, "model": entry.model, "status": "fail"}
     result["source"], result["exporter"] = MODELS[entry.model].source, entry.exporter
+    result["machine"] = {"cpu": cpu_name(), "peak": MACHINE_PEAK}
     work = OUT / "work" / key(entry)
     started = time.perf_counter()
     try:
@@ -199,8 +210,8 @@ def bench_one(entry: Entry, modes: list[str], with_kernels: bool) -> dict:
         result["stage"], result["error"] = "harness", f"{type(e).__name__}: {e}".splitlines()[0]
         result["traceback"] = traceback.format_exc()
     result["seconds"] = round(time.perf_counter() - started, 1)
-    (OUT / "results").mkdir(parents=True, exist_ok=True)
-    (OUT / "results" / f"{key(entry)}.json").write_text(json.dumps(result, indent=1) + "\n")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{key(entry)}.json").write_text(json.dumps(result, indent=1) + "\n")
     shutil.rmtree(work, ignore_errors=True)  # packages of big models take gigabytes
     return result
 
@@ -244,6 +255,20 @@ def kernel_rows(path: Path, kernel_set: str) -> list[dict]:
 def peak_for(kernel_set: str, peak: dict) -> float:
     """The single-core peak for the vectors of the kernel set the package ran."""
     return peak.get("native" if kernel_set.endswith("x86-64-v4") else "x86-64-v3", 0.0)
+
+
+def result_peak(result: dict, fallback: dict) -> float:
+    """The peak of the machine that measured this result (results from several sessions'
+    machines are reported together), for the kernel set the package ran there."""
+    machine_peak = result.get("machine", {}).get("peak", fallback)
+    return peak_for(result.get("kernel_set", "?"), machine_peak)
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def _geomean(values: list[float]) -> float:
@@ -303,12 +328,12 @@ def _top_kernels(result: dict, peak: float, count: int = 5) -> list[str]:
 def write_report(results: list[dict], peak: dict, path: Path) -> None:
     passed = [r for r in results if r["status"] == "pass"]
     kernel_sets = sorted({r.get("kernel_set", "?") for r in passed})
-    own_peak = peak_for(kernel_sets[0], peak) if kernel_sets else 0.0
+    cpus = sorted({r.get("machine", {}).get("cpu", "an unrecorded CPU") for r in passed})
     commits = sorted({r.get("relay2cmake", "?") for r in passed})
     lines = [
         "# Performance",
         "",
-        f"Produced by `python benchmarks/run.py` on this project's machine ({platform.machine()}, "
+        f"Produced by `python benchmarks/run.py` on this project's machines ({'; '.join(cpus)}; "
         f"{os.cpu_count()} cores, shared with other work, so compare ratios within one row: the three "
         "runtimes were measured interleaved, in rounds). Models: one ONNX export of each model of the "
         "real-model zoo (`tools/real_zoo_models.py`: torchvision, timm, transformers and a few "
@@ -357,9 +382,9 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _busy_section(passed)
-    lines += _worst_section(passed, own_peak)
+    lines += _worst_section(passed, peak)
     lines += _before_after(passed)
-    lines += _kernel_goal_section(passed, own_peak)
+    lines += _kernel_goal_section(passed, peak)
     failed = [r for r in results if r["status"] != "pass"]
     if failed:
         lines += ["", "## Not measured", ""]
@@ -430,7 +455,7 @@ def _busy_section(passed: list[dict]) -> list[str]:
     return lines
 
 
-def _worst_section(passed: list[dict], peak: float) -> list[str]:
+def _worst_section(passed: list[dict], peak: dict) -> list[str]:
     ranked = sorted(passed, key=lambda r: _div(r, 1, "ort") or 0, reverse=True)[:3]
     lines = ["", "## Where the worst three spend their time (1 thread)", ""]
     for r in ranked:
@@ -440,7 +465,7 @@ def _worst_section(passed: list[dict], peak: float) -> list[str]:
             f"- **{r['key']}**: ours/ORT {_div(r, 1, 'ort'):.2f}; kernels {inside:.2f} ms of "
             f"{_ms(ours)} ms{outside}"
         )
-        lines += _top_kernels(r, peak)
+        lines += _top_kernels(r, result_peak(r, peak))
     return lines
 
 
@@ -465,14 +490,15 @@ def _before_after(passed: list[dict]) -> list[str]:
     return lines
 
 
-def _kernel_goal_section(passed: list[dict], own_peak: float) -> list[str]:
+def _kernel_goal_section(passed: list[dict], peak: dict) -> list[str]:
+    peaks = sorted({f"{result_peak(r, peak):.0f}" for r in passed if result_peak(r, peak)})
     lines = [
         "",
         "## Conv and matmul kernels against the peak (1 thread)",
         "",
-        f"Measured single-core fp32 peak (`benchmarks/peak.c`, FMA chains in registers) for the "
-        f"vectors of the kernel set the packages ran: {own_peak:.0f} GFLOPS. Each kernel is timed "
-        "alone with warm caches by TVM's "
+        "Measured single-core fp32 peak (`benchmarks/peak.c`, FMA chains in registers) for the "
+        "vectors of the kernel set the packages ran, on the machine that measured each model: "
+        f"{' / '.join(peaks)} GFLOPS. Each kernel is timed alone with warm caches by TVM's "
         "`time_evaluator`, with TVM's estimate of its work; kernels under "
         f"{kernels.MEMORY_BOUND_INTENSITY} flop per operand byte count as memory-bound. *work at goal*: "
         f"the share of the compute-bound conv/matmul work done at {GOAL_SHARE:.0%} of peak or more. "
@@ -484,6 +510,7 @@ def _kernel_goal_section(passed: list[dict], own_peak: float) -> list[str]:
     ]
     for r in passed:
         rows = r.get("kernels", [])
+        own_peak = result_peak(r, peak)
         dense = [k for k in rows if k["conv_or_matmul"] and k["flop"] and not k["memory_bound"]]
         if not dense or not own_peak:
             continue
@@ -502,6 +529,10 @@ def _kernel_goal_section(passed: list[dict], own_peak: float) -> list[str]:
 # --------------------------------------------------------------------------- main
 
 
+def _measured_at(path: Path, commit: str) -> bool:
+    return path.exists() and json.loads(path.read_text()).get("relay2cmake") == commit
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -510,7 +541,7 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--modes", default="quiet,busy", help="quiet, busy or both (default)")
     parser.add_argument("--no-kernels", action="store_true", help="do not time the kernels alone")
-    parser.add_argument("--resume", action="store_true", help="skip models that already have a result")
+    parser.add_argument("--resume", action="store_true", help="skip models measured at this commit")
     parser.add_argument("--report", action="store_true", help="(re)write docs/performance.md")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
@@ -521,13 +552,14 @@ def main() -> int:
     if args.only:
         entries = [e for e in entries if key(e) in args.only or e.model in args.only]
     OUT.mkdir(parents=True, exist_ok=True)
-    peak_file = OUT / "peak.json"
+    peak_file = RESULTS / "peak.json"
     if not peak_file.exists() or not args.resume:
         peak_file.write_text(json.dumps(measure_peak(OUT)) + "\n")
+    MACHINE_PEAK.update(json.loads(peak_file.read_text()))
     modes = args.modes.split(",")
     if not args.report or args.only:
         for entry in entries:
-            if args.resume and (OUT / "results" / f"{key(entry)}.json").exists():
+            if args.resume and _measured_at(RESULTS / f"{key(entry)}.json", real_zoo.generator_commit()):
                 continue
             r = bench_one(entry, modes, not args.no_kernels)
             line = f"{r['key']:24s} {r['status']:4s} {r['seconds']:7.1f}s"
@@ -539,7 +571,7 @@ def main() -> int:
             print(line, flush=True)
     if args.report:
         order = {key(e): i for i, e in enumerate(bench_entries())}
-        results = [json.loads(p.read_text()) for p in (OUT / "results").glob("*.json")]
+        results = [json.loads(p.read_text()) for p in RESULTS.glob("*.json") if p.name != "peak.json"]
         results.sort(key=lambda r: order.get(r["key"], len(order)))
         write_report(results, json.loads(peak_file.read_text()), args.out)
         print(f"wrote {args.out}")
