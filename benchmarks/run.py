@@ -552,6 +552,7 @@ def main() -> int:
     if args.only:
         entries = [e for e in entries if key(e) in args.only or e.model in args.only]
     OUT.mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     peak_file = RESULTS / "peak.json"
     if not peak_file.exists() or not args.resume:
         peak_file.write_text(json.dumps(measure_peak(OUT)) + "\n")
