@@ -60,6 +60,7 @@ OUT = ROOT / "build" / "bench"
 # Each model's figures, kept in git: docs/performance.md is rewritten from them, so a later
 # run of some models (--only) updates their rows and keeps the others'.
 RESULTS = HERE / "results"
+NOT_MODELS = ("peak.json", "threads.json")  # beside the models' results
 MACHINE_PEAK: dict[str, float] = {}  # this machine's, measured once per run (main)
 ROUNDS = 3
 THREADS = (1, 2)
@@ -382,6 +383,7 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _busy_section(passed)
+    lines += _threads_section(RESULTS / "threads.json")
     lines += _worst_section(passed, peak)
     lines += _before_after(passed)
     lines += _kernel_goal_section(passed, peak)
@@ -452,6 +454,32 @@ def _busy_section(passed: list[dict]) -> list[str]:
             over.append(r["key"])
         lines.append(f"| {r['key']} | {_ms(one)} | {_ms(two)} | {' | '.join(ratios)} |")
     lines += ["", f"Over the goal: {', '.join(over) if over else 'none'}."]
+    return lines
+
+
+def _threads_section(record_path: Path) -> list[str]:
+    """The thread pool with every core loaded (``threads.py --record``), beside quiet and busy."""
+    if not record_path.exists():
+        return []
+    rows = sorted(json.loads(record_path.read_text()).values(), key=lambda r: (r["package"], r["mode"]))
+    lines = [
+        "",
+        "## The thread pool under load (`benchmarks/threads.py`)",
+        "",
+        "1 and 2 threads of the package alone, interleaved: *quiet*; *busy*, a neighbour spinning on "
+        "the last CPU; *loaded*, one unpinned spinner per CPU, so every core is shared (quiet: best "
+        "of the rounds' medians; with neighbours: their median). With workers a context times its "
+        "runs and goes without them while they make runs slower.",
+        "",
+        "| package | mode | 1 thread ms | 2 threads ms | 2t/1t | commit |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        pick = min if r["mode"] == "quiet" else (lambda v: float(np.median(v)))
+        one, two = pick(r["1"]), pick(r["2"])
+        lines.append(
+            f"| {r['package']} | {r['mode']} | {_ms(one)} | {_ms(two)} | {two / one:.2f} | {r['commit']} |"
+        )
     return lines
 
 
@@ -572,7 +600,7 @@ def main() -> int:
             print(line, flush=True)
     if args.report:
         order = {key(e): i for i, e in enumerate(bench_entries())}
-        results = [json.loads(p.read_text()) for p in RESULTS.glob("*.json") if p.name != "peak.json"]
+        results = [json.loads(p.read_text()) for p in RESULTS.glob("*.json") if p.name not in NOT_MODELS]
         results.sort(key=lambda r: order.get(r["key"], len(order)))
         write_report(results, json.loads(peak_file.read_text()), args.out)
         print(f"wrote {args.out}")

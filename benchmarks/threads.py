@@ -14,22 +14,28 @@ checkout's, to compare revisions), builds it Release, and times ``<p>_cli --benc
   without them.
 
 It prints, per mode, the best and the worst of ``--rounds`` medians (a bimodal pool shows up
-as a worst far above the best) and the ratio 2 threads / 1 thread of the best medians.
+as a worst far above the best) and the ratio 2 threads / 1 thread: of the best medians when
+quiet, of the median medians with neighbours (the disturbance is the point).
 The goal the thread pool is held to: busy 2-thread time at most 1.1x the busy 1-thread time.
+``--record`` keeps the figures in ``benchmarks/results/threads.json`` (by package and mode),
+which ``run.py --report`` puts in ``docs/performance.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+RECORD = ROOT / "benchmarks" / "results" / "threads.json"
 
 
 def _spin(pinned: bool = True) -> None:
@@ -93,7 +99,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="quiet,busy,loaded", help="quiet, busy, loaded (default: all)")
+    parser.add_argument(
+        "--record", action="store_true", help=f"keep the figures in {RECORD.relative_to(ROOT)}"
+    )
     args = parser.parse_args()
+    record = json.loads(RECORD.read_text()) if args.record and RECORD.exists() else {}
     args.work.mkdir(parents=True, exist_ok=True)
     packages = [*args.package, *(make_package(m, args.work, args.tree.resolve()) for m in args.models)]
     print(f"{'package':28} {'mode':6} {'1 thread ms':>17} {'2 threads ms':>17} {'2t/1t':>6}")
@@ -110,7 +120,29 @@ def main() -> None:
                     process.terminate()
                     process.join()
             one, two = (f"{min(times[t]):8.3f}-{max(times[t]):<8.3f}" for t in (1, 2))
-            print(f"{package.name[:28]:28} {mode:6} {one:>17} {two:>17} {min(times[2]) / min(times[1]):6.2f}")
+            pick = min if mode == "quiet" else statistics.median
+            ratio = pick(times[2]) / pick(times[1])
+            print(f"{package.name[:28]:28} {mode:6} {one:>17} {two:>17} {ratio:6.2f}", flush=True)
+            record[f"{package.name} {mode}"] = {
+                "package": package.name,
+                "mode": mode,
+                "1": times[1],
+                "2": times[2],
+                "commit": generator_commit(args.tree),
+            }
+            if args.record:
+                RECORD.parent.mkdir(parents=True, exist_ok=True)
+                RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def generator_commit(tree: Path) -> str:
+    marker = tree / ".real_zoo_commit"  # a snapshot made with git archive (tools/real_zoo.py)
+    if marker.exists():
+        return marker.read_text().strip()
+    done = subprocess.run(
+        ["git", "-C", tree, "describe", "--always", "--dirty"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":
