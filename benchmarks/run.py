@@ -61,7 +61,7 @@ OUT = ROOT / "build" / "bench"
 # run of some models (--only) updates their rows and keeps the others'.
 RESULTS = HERE / "results"
 NOT_MODELS = ("peak.json", "threads.json")  # beside the models' results
-MACHINE_PEAK: dict[str, float] = {}  # this machine's, measured once per run (main)
+MACHINE_PEAK: dict = {}  # this machine's, measured once per run (main)
 ROUNDS = 3
 THREADS = (1, 2)
 # The seven models the performance issue was filed with: ours / ONNX Runtime at 1 thread as
@@ -94,10 +94,11 @@ def key(entry: Entry) -> str:
 # --------------------------------------------------------------------------- measuring
 
 
-def measure_peak(work: Path) -> dict[str, float]:
+def measure_peak(work: Path) -> dict:
     """GFLOPS of one core with FMA chains in registers (``peak.c``): with the CPU's widest
-    vectors ("native") and with AVX2 ("x86-64-v3")."""
-    result = {}
+    vectors ("native") and with AVX2 ("x86-64-v3"); and a core's memcpy bandwidth by working
+    set (``copy.c``: "copy_gbps", bytes -> GB/s read and written)."""
+    result: dict = {}
     for label, flags in [("native", ["-march=native"]), ("x86-64-v3", ["-march=x86-64-v3", "-DLANES=8"])]:
         binary = work / f"peak_{label}"
         subprocess.run(
@@ -108,6 +109,10 @@ def measure_peak(work: Path) -> dict[str, float]:
             for _ in range(3)
         ]
         result[label] = max(runs)
+    binary = work / "copy"
+    subprocess.run(["cc", "-std=c11", "-O2", str(HERE / "copy.c"), "-o", str(binary)], check=True)
+    printed = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
+    result["copy_gbps"] = {line.split()[0]: float(line.split()[1]) for line in printed.splitlines()}
     return result
 
 
@@ -387,6 +392,7 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
     lines += _worst_section(passed, peak)
     lines += _before_after(passed)
     lines += _kernel_goal_section(passed, peak)
+    lines += _memory_goal_section(passed, peak)
     failed = [r for r in results if r["status"] != "pass"]
     if failed:
         lines += ["", "## Not measured", ""]
@@ -555,6 +561,54 @@ def _kernel_goal_section(passed: list[dict], peak: dict) -> list[str]:
 
 
 # --------------------------------------------------------------------------- main
+
+
+def copy_bandwidth(operand_bytes: float, copy_gbps: dict) -> float:
+    """The copy bandwidth of the smallest measured working set that holds the operands (the
+    largest one measured beyond that): a kernel timed alone with warm caches reads them from
+    the same level of the memory hierarchy."""
+    sizes = sorted((int(size), gbps) for size, gbps in copy_gbps.items())
+    return next((gbps for size, gbps in sizes if size >= operand_bytes), sizes[-1][1])
+
+
+MEMORY_GOAL_SHARE = 0.7
+
+
+def _memory_goal_section(passed: list[dict], peak: dict) -> list[str]:
+    lines = [
+        "",
+        "## Memory-bound kernels against the copy bandwidth (1 thread)",
+        "",
+        "A core's `memcpy` bandwidth (`benchmarks/copy.c`, bytes read and written) by working set, "
+        "on the machine that measured each model; each memory-bound kernel (under "
+        f"{kernels.MEMORY_BOUND_INTENSITY} flop per operand byte) is held to the bandwidth of the "
+        "working set that holds its operands. *GB/s*: all their operand bytes over all their time; "
+        f"*bytes at goal*: the share of their operand bytes moved at {MEMORY_GOAL_SHARE:.0%} of "
+        "that bandwidth or more.",
+        "",
+        "| model | memory-bound kernels | their ms | GB/s | % of copy bandwidth | bytes at goal | "
+        "share of kernel time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in passed:
+        # (results measured before copy.c existed take this machine's)
+        copy_gbps = r.get("machine", {}).get("peak", {}).get("copy_gbps") or peak.get("copy_gbps")
+        bound = [k for k in r.get("kernels", []) if k["memory_bound"] and k["bytes"]]
+        if not copy_gbps or not bound:
+            continue
+        seconds = sum(k["ms"] * k["calls"] for k in bound) / 1e3
+        moved = sum(k["bytes"] * k["calls"] for k in bound)
+        expected = sum(k["bytes"] * k["calls"] / (copy_bandwidth(k["bytes"], copy_gbps) * 1e9) for k in bound)
+        at_goal = sum(
+            k["bytes"] * k["calls"]
+            for k in bound
+            if k["bytes"] / (k["ms"] / 1e3) >= MEMORY_GOAL_SHARE * copy_bandwidth(k["bytes"], copy_gbps) * 1e9
+        )
+        lines.append(
+            f"| {r['key']} | {len(bound)} | {seconds * 1e3:.2f} | {moved / seconds / 1e9:.1f} | "
+            f"{expected / seconds:.0%} | {at_goal / moved:.0%} | {seconds * 1e3 / kernels_ms(r):.0%} |"
+        )
+    return lines
 
 
 def _measured_at(path: Path, commit: str) -> bool:
