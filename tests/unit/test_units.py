@@ -465,6 +465,7 @@ def test_the_scheduled_activation_evaluates_its_polynomial_once(activation, lead
     objects holds each polynomial once (its leading coefficient appears once)."""
     import tvm
     from tvm import relax
+    from tvm.s_tir.analysis import estimate_tir_flops
 
     from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import KernelTarget
@@ -480,7 +481,9 @@ def test_the_scheduled_activation_evaluates_its_polynomial_once(activation, lead
     _, kernels, scheduled = scheduled_kernels(bb.get(), KernelTarget("x86_64", "x86-64-v3"))
     assert len(scheduled) == 1 and len(kernels.functions) == 1, scheduled
     assert kernels.script().count(f"T.float32({leading_coefficient}") == 1
-    assert isinstance(next(iter(kernels.functions.values())), tvm.tirx.PrimFunc)
+    kernel = next(iter(kernels.functions.values()))
+    # TVM's analyses still read it (a Let in the epilogue made the flop estimate fail).
+    assert estimate_tir_flops(tvm.IRModule({"main": kernel})) > 2 * 32 * 64 * 96
 
 
 @pytest.mark.parametrize(("kernel", "padding", "rewritten"), [(2, 0, True), (3, 0, False), (2, 1, False)])
