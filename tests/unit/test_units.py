@@ -465,7 +465,6 @@ def test_the_scheduled_activation_evaluates_its_polynomial_once(activation, lead
     objects holds each polynomial once (its leading coefficient appears once)."""
     import tvm
     from tvm import relax
-    from tvm.s_tir.analysis import estimate_tir_flops
 
     from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import KernelTarget
@@ -481,9 +480,45 @@ def test_the_scheduled_activation_evaluates_its_polynomial_once(activation, lead
     _, kernels, scheduled = scheduled_kernels(bb.get(), KernelTarget("x86_64", "x86-64-v3"))
     assert len(scheduled) == 1 and len(kernels.functions) == 1, scheduled
     assert kernels.script().count(f"T.float32({leading_coefficient}") == 1
-    kernel = next(iter(kernels.functions.values()))
-    # TVM's analyses still read it (a Let in the epilogue made the flop estimate fail).
-    assert estimate_tir_flops(tvm.IRModule({"main": kernel})) > 2 * 32 * 64 * 96
+    assert isinstance(next(iter(kernels.functions.values())), tvm.tirx.PrimFunc)
+
+
+def test_a_gelu_epilogue_stays_the_size_of_a_relu_one_in_llvm():
+    """ViT's GELU matmul (197 tokens: a predicated last row tile; the erf's clamps made
+    NaN-propagating): an erf whose exact tails compared the inlined input three times grew
+    the kernel's parallel body to 3,427 lines of LLVM IR against 479 with the value bound
+    once, and the package from 43 to 56 ms. The GELU body stays within twice a ReLU's."""
+    import re
+
+    from tvm import relax
+
+    from relay2cmake.lower import pipeline
+    from relay2cmake.targets import KernelTarget
+
+    def parallel_body_lines(activation: str) -> int:
+        rng = np.random.default_rng(7)
+        weights = relax.const(rng.standard_normal((192, 768)).astype("float32"))
+        bias = relax.const(rng.standard_normal(768).astype("float32"))
+        bb = relax.BlockBuilder()
+        data = relax.Var("x", relax.TensorType((197, 192), "float32"))
+        with bb.function("main", [data]):
+            with bb.dataflow():
+                y = bb.emit(relax.op.add(relax.op.matmul(data, weights), bias))
+                if activation == "gelu":  # the TorchScript export's decomposed GELU
+                    erf = bb.emit(relax.op.erf(relax.op.divide(y, relax.const(1.4142135, "float32"))))
+                    half = relax.op.multiply(y, relax.const(0.5, "float32"))
+                    one_plus = relax.op.add(erf, relax.const(1.0, "float32"))
+                    out = bb.emit_output(relax.op.multiply(half, one_plus))
+                else:
+                    out = bb.emit_output(relax.op.nn.relu(y))
+            bb.emit_func_output(out)
+        _, prims, _ = pipeline.lowered_kernels(bb.get(), "t")
+        text, _ = pipeline._llvm_ir(prims, "t", KernelTarget("x86_64", "x86-64-v3"), frozenset(), {})
+        bodies = re.finditer(r"define [^\n]*@__tvm_parallel_lambda[^\n]*\n.*?\n}\n", text, re.S)
+        return sum(body.group(0).count("\n") for body in bodies)
+
+    gelu, relu = parallel_body_lines("gelu"), parallel_body_lines("relu")
+    assert 0 < gelu < 2 * relu, (gelu, relu)
 
 
 @pytest.mark.parametrize(("kernel", "padding", "rewritten"), [(2, 0, True), (3, 0, False), (2, 1, False)])
