@@ -256,8 +256,9 @@ int __prefix___pool_run(__prefix___pool* pool, FTVMParallelLambda lambda, void* 
   int spins;
   if (pool->threads <= 1 || tasks <= 1 || pool->run_serially) return __prefix___run_serially(lambda, cdata);
   /* Close the last loop (odd generation: every claim of it now fails), set this one up,
-   * then publish it. The last loop's tasks are all done: its caller waited for them. */
-  generation = __PREFIX___GENERATION(pool->claim) + 1;
+   * then publish it. The last loop's tasks are all done: its caller waited for them. A late
+   * worker may still be failing a claim on the word, so even this read is atomic. */
+  generation = __PREFIX___GENERATION(__PREFIX___LOAD(pool->claim)) + 1;
   __PREFIX___STORE(pool->claim, __PREFIX___WORD(generation, 0));
   pool->lambda = lambda;
   pool->cdata = cdata;

@@ -259,8 +259,9 @@ int awkwardnames_pool_run(awkwardnames_pool* pool, FTVMParallelLambda lambda, vo
   int spins;
   if (pool->threads <= 1 || tasks <= 1 || pool->run_serially) return awkwardnames_run_serially(lambda, cdata);
   /* Close the last loop (odd generation: every claim of it now fails), set this one up,
-   * then publish it. The last loop's tasks are all done: its caller waited for them. */
-  generation = AWKWARDNAMES_GENERATION(pool->claim) + 1;
+   * then publish it. The last loop's tasks are all done: its caller waited for them. A late
+   * worker may still be failing a claim on the word, so even this read is atomic. */
+  generation = AWKWARDNAMES_GENERATION(AWKWARDNAMES_LOAD(pool->claim)) + 1;
   AWKWARDNAMES_STORE(pool->claim, AWKWARDNAMES_WORD(generation, 0));
   pool->lambda = lambda;
   pool->cdata = cdata;

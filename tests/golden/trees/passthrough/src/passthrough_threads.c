@@ -259,8 +259,9 @@ int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void
   int spins;
   if (pool->threads <= 1 || tasks <= 1 || pool->run_serially) return passthrough_run_serially(lambda, cdata);
   /* Close the last loop (odd generation: every claim of it now fails), set this one up,
-   * then publish it. The last loop's tasks are all done: its caller waited for them. */
-  generation = PASSTHROUGH_GENERATION(pool->claim) + 1;
+   * then publish it. The last loop's tasks are all done: its caller waited for them. A late
+   * worker may still be failing a claim on the word, so even this read is atomic. */
+  generation = PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim)) + 1;
   PASSTHROUGH_STORE(pool->claim, PASSTHROUGH_WORD(generation, 0));
   pool->lambda = lambda;
   pool->cdata = cdata;
