@@ -17,7 +17,7 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 test: $(VENV)/.installed-test system-deps
 	$(BIN)/ruff check relay2cmake tests tools benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_WORKERS) --durations=25
 
 # The quick loop while editing: naming, planning, arenas, weights, the import graph (seconds).
 test-unit: $(VENV)/.installed-test
