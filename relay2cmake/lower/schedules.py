@@ -364,44 +364,6 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     _finish_tile(sch, block, write_back, f1 if lanes > 1 else None, outer, ry, options)
 
 
-def _flat_pixel_tile(pixels: int, vectors: int, lanes: int) -> tuple[int, int]:
-    """(pixels, vectors of output channels) of a pointwise tile over pixels in one axis: at
-    least 4 pixels where there are that many, then the most accumulators, then the fewest
-    loads per multiply-add. Only divisors of the pixels (``conv2d_nhwc._computed_pixels``
-    makes 6 one): a predicated last tile put LLVM's accumulators on the stack."""
-    budget = ACCUMULATORS.get(lanes, 12)
-    best = None
-    for v in (d for d in range(1, vectors + 1) if vectors % d == 0):
-        for count in (d for d in range(1, min(pixels, budget // v) + 1) if pixels % d == 0):
-            key = (min(count, MIN_PIXELS), count * v, -(count + v) / (count * v))
-            if best is None or key > best[0]:
-                best = (key, (count, v))
-    return best[1] if best else (1, 1)
-
-
-def _schedule_pointwise_nhwc(sch, block, options: ScheduleOptions) -> None:
-    """out[n, p, f] += image[n, p, rc] * w[rc, f] (``conv2d_nhwc._pointwise_conv2d_nhwc``): a
-    tile of ``_flat_pixel_tile`` pixels x vectors of output channels, the last tile of pixels
-    predicated; the stage that restores rows and columns is folded into the tile's store."""
-    n, p, f, rc = sch.get_loops(block)
-    channels, depth, pixels = _extent(sch, f), _extent(sch, rc), _extent(sch, p)
-    lanes = _vector_width(channels, options)
-    count, vectors = _flat_pixel_tile(pixels, channels // lanes, options.vector_lanes)
-    write_back = _fold_epilogue(sch, block)
-    p0, p1 = sch.split(p, [None, count])
-    f0, fv, f1 = sch.split(f, [None, vectors, lanes])
-    rc0, rc1 = sch.split(rc, [None, _divisor(depth, RC_UNROLL)])
-    # As for other convolutions: the larger of weights and image is read once, outermost.
-    outer = (n, f0, p0) if channels > pixels else (n, p0, f0)
-    sch.reorder(*outer, rc0, rc1, p1, fv, f1)
-    sch.reverse_compute_at(write_back, outer[-1])
-    _fold_column_cut(sch, write_back)
-    sch.unroll(rc1)
-    sch.unroll(p1)
-    sch.unroll(fv)
-    _finish_tile(sch, block, write_back, f1 if lanes > 1 else None, outer, rc0, options)
-
-
 # A depthwise tile loads one input vector per multiply-add (nothing to broadcast), so it also
 # needs registers for those and for its weight vectors: fewer accumulators than a regular
 # convolution's tile (AVX2 with 12 spilled: 19 against 46-68 GFLOPS with 8, measured).
@@ -834,8 +796,6 @@ def _schedule(func, options: ScheduleOptions):
     name = sch.get(block).name_hint
     if name in (CONV_BLOCK, GROUPED_BLOCK) and kinds == "SSSSRRR":
         _schedule_conv2d_nhwc(sch, block, options)
-    elif name == CONV_BLOCK and kinds == "SSSR":
-        _schedule_pointwise_nhwc(sch, block, options)
     elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
         _schedule_depthwise_nhwc(sch, block, options)
     elif kinds.endswith("SSR") and kinds.count("R") == 1:

@@ -179,42 +179,6 @@ def test_conv_with_channels_8_does_not_divide_is_vectorized_and_stays_in_bounds(
     assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
 
 
-@pytest.mark.parametrize(("batch", "size", "in_channels", "channels"), [(2, 7, 48, 400), (1, 14, 32, 160)])
-def test_a_pointwise_conv_tiles_its_pixels_as_one_axis_with_no_predicate_in_the_reduction(
-    batch, size, in_channels, channels
-):
-    """RegNet's 1x1 convs on 7 x 7 and 14 x 14 images: the tile was 7 pixels x 1 vector (the
-    image's rows and columns divide by nothing else), now 6 pixels x 2 vectors over the
-    pixels as one axis, computed past the last pixel (49 -> 54: reading the last pixel
-    again, batch 2 reads no pixel of the other image) so that no predicate enters the
-    reduction; only the store is cut. numpy's numbers, and nothing written past the output."""
-    import tvm
-    from tvm import te
-
-    rng = np.random.default_rng(size)
-    x = rng.standard_normal((batch, size, size, in_channels)).astype("float32")
-    w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
-    packed = nhwc._packed(w)
-    data = te.placeholder(x.shape, name="data")
-    weight = te.placeholder(packed.shape, name="weight")
-    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)
-    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX2)
-    assert scheduled is not None
-    update = scheduled.script().split('T.sblock("r2c_conv2d_nhwc_update")')[1].split("T.sblock(")[0]
-    assert "T.where" not in update, update
-    assert re.search(r"for p_1 in T\.unroll\(6\)", scheduled.script()), scheduled.script()
-    count = x.shape[0] * size * size * channels
-    buffer = _aligned(count + 64, 12345.0)
-    output = buffer[:count].reshape(batch, size, size, channels)
-    with build_context():
-        haswell = {"kind": "llvm", "mcpu": "haswell"}
-        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=haswell)
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
-    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
-    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
-    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
-
-
 @pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
 def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     """EfficientNet's depthwise layers: 30, 18 or 6 vectors of channels. A tile of 3 or 5

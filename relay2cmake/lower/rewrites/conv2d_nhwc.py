@@ -71,8 +71,6 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
     shape = _output_shape(data, kh, kw, strides, padding, dilation, channels)
-    if not depthwise and _pointwise(kh, kw, (sh, sw), padding):
-        return _pointwise_conv2d_nhwc(data, weight, shape, in_channels, packed)
     computed_width = shape[2] if depthwise else _computed_width(shape[2])
     if computed_width != shape[2]:  # the extra columns read zeros past the right edge
         top, left, bottom, right = (int(p) for p in padding)
@@ -104,47 +102,6 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     if (computed_width, computed_channels) == (shape[2], channels):
         return product
     return te.compute(shape, lambda *index: product[index], name=COLUMNS_BLOCK)
-
-
-def _pointwise(kh: int, kw: int, strides, padding) -> bool:
-    """A 1x1 convolution with stride 1 and no padding: output pixel p reads input pixel p."""
-    return (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and not any(int(p) for p in padding)
-
-
-def _pointwise_conv2d_nhwc(data, weight, shape, in_channels: int, packed: bool):
-    """A pointwise convolution over the image's pixels as one axis, then a stage that gives
-    them back their rows and columns (folded into the tile's store). The register tile is
-    then any number of pixels, not a divisor of the image's rows and columns: a 7 x 7 image
-    left the tile 7 pixels x 1 vector (7 accumulators, a broadcast per multiply-add)."""
-    from tvm import te
-
-    batch, height, width, channels = shape
-    pixels = height * width
-    computed_pixels = _computed_pixels(pixels)
-    rc = te.reduce_axis((0, in_channels), name="rc")
-
-    def pixel(p):  # the extra pixels of the last tile compute the last real one again
-        p = te.min(p, pixels - 1) if computed_pixels != pixels else p
-        return p // width, p % width
-
-    def weight_at(f):
-        return weight[f // PACK, 0, 0, rc, f % PACK] if packed else weight[0, 0, rc, f]
-
-    computed_channels = _computed_channels(channels, int(weight.shape[0]) * PACK) if packed else channels
-    product = te.compute(
-        (batch, computed_pixels, computed_channels),
-        lambda n, p, f: te.sum(data[(n, *pixel(p), rc)] * weight_at(f), axis=[rc]),
-        name=CONV_BLOCK,
-    )
-    return te.compute(shape, lambda n, y, x, f: product[n, y * width + x, f], name=COLUMNS_BLOCK)
-
-
-def _computed_pixels(pixels: int) -> int:
-    """Pixels a pointwise convolution computes: a multiple of 6 (a register tile of 6 pixels
-    fits every kernel set's budget) where that adds at most an eighth; then no tile needs
-    a predicate inside its reduction, which made LLVM keep the accumulators on the stack."""
-    rounded = -(-pixels // 6) * 6
-    return rounded if 8 * rounded <= 9 * pixels else pixels
 
 
 def _computed_channels(channels: int, padded: int) -> int:
