@@ -277,6 +277,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def measured_on(result: dict) -> str:
+    """The machine and kernel set of a result, e.g. "AMD EPYC, x86-64-v3": the project's
+    machines change between sessions, and ratios compare only within one machine."""
+    cpu = result.get("machine", {}).get("cpu", "an unrecorded CPU")
+    return f"{cpu}, {result.get('kernel_set', '?').split(':')[-1]}"
+
+
 def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -366,14 +373,14 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
     lines += _summary(passed)
     lines += ["", "## Per model", ""]
     lines += [
-        "| model | source | ORT ms 1t | OpenVINO ms 1t | ours ms 1t | ours/ORT 1t | ours/best 1t "
-        "| ORT ms 2t | OpenVINO ms 2t | ours ms 2t | ours/ORT 2t | ours/best 2t | kernels ms | "
-        "outside kernels ms | arena MB | library MB |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |",
+        "| model | source | measured on | ORT ms 1t | OpenVINO ms 1t | ours ms 1t | ours/ORT 1t "
+        "| ours/best 1t | ORT ms 2t | OpenVINO ms 2t | ours ms 2t | ours/ORT 2t | ours/best 2t "
+        "| kernels ms | outside kernels ms | arena MB | library MB |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: |",
     ]
     for r in passed:
-        cells = [f"{r['key']}", r["source"]]
+        cells = [f"{r['key']}", r["source"], measured_on(r)]
         for threads in THREADS:
             ort, ov, ours = (latency(r, "quiet", threads, w) for w in ("ort", "openvino", "ours"))
             best = best_runtime(r, threads)[1]
