@@ -130,9 +130,11 @@ class KernelTime:
         return any(kind in self.name for kind in ("conv2d", "matmul", "winograd_product"))
 
 
-def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
+def time_kernels(model_path: Path, target_spec: str, cold: bool = False) -> list[KernelTime]:
     """Every kernel of the model, scheduled for ``target_spec`` (a gen --target) as gen does,
-    built and timed alone on one thread; slowest in total first."""
+    built and timed alone on one thread; slowest in total first. ``cold``: every operand but
+    the first (the activations a package's previous kernel just wrote) is flushed from the
+    caches before each call, as weights are in a package whose weights outgrow the L2 cache."""
     import tvm
 
     from relay2cmake.frontends import import_model
@@ -155,7 +157,12 @@ def time_kernels(model_path: Path, target_spec: str) -> list[KernelTime]:
                 plain = _kernels_of(lowered_module(imported.module)[0])
             func, names = plain[name], tuple(n for n in names if n != name)
             library = _build(func, target)
-        evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
+        if cold:  # a flush per call: number=1 (TVM runs f_preproc once per repeat)
+            evaluator = library.time_evaluator(
+                "main", device, number=1, repeat=40, f_preproc="cache_flush_cpu_non_first_arg"
+            )
+        else:
+            evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device)).results))
         operands = sum(math.prod(int(d) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
         rows.append(KernelTime(name, calls[name], seconds, _flops(func), operands, name in names))
@@ -180,11 +187,15 @@ def main() -> None:
     )
     parser.add_argument("--target", default="x86_64", help="kernel set, as gen --target (default x86_64)")
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument(
+        "--cold", action="store_true", help="flush weights and outputs from the caches before each call"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        rows = time_kernels(_model_path(args.model, Path(folder)), args.target)
+        rows = time_kernels(_model_path(args.model, Path(folder)), args.target, cold=args.cold)
     total = sum(row.total for row in rows)
-    print(f"{args.model} ({args.target}, 1 thread): {total * 1e3:.2f} ms in {len(rows)} kernels")
+    caches = "cold weights" if args.cold else "warm caches"
+    print(f"{args.model} ({args.target}, 1 thread, {caches}): {total * 1e3:.2f} ms in {len(rows)} kernels")
     print(f"{'kernel':48} {'calls':>5} {'ms each':>9} {'ms total':>9} {'share':>6} {'GFLOPS':>7} scheduled")
     for row in rows[: args.top]:
         gflops = f"{row.gflops:7.1f}" if row.flop else "      -"

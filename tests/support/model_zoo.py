@@ -406,7 +406,8 @@ def conv_family() -> onnx.ModelProto:
     epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
     a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd),
     odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
-    block padded), and a grouped convolution (two groups of 12 channels: 4-lane vectors)."""
+    block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), and a grouped
+    convolution (two groups of 12 channels: 4-lane vectors)."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
@@ -428,8 +429,8 @@ def conv_family() -> onnx.ModelProto:
         ("pw", "r3", "pw", 32, 32, 1),
         ("w14", "sum", "w14", 32, 32, 3),
         ("s7", "r14", "s7", 32, 32, 3, 2),
-        ("p7", "r7", "p7", 32, 32, 1),
-        ("q7", "rp7", "q7", 32, 32, 3),
+        ("p7", "r7", "p7", 32, 272, 1),
+        ("q7", "rp7", "q7", 272, 32, 3),
         ("odd", "sum7", "odd", 32, 24, 3),
         ("g2", "r_odd", "g2", 24, 24, 3, 1, 2),
         ("few", "r_g2", "few", 24, 20, 3),

@@ -59,14 +59,16 @@ def test_packed_matmul_vectors_divide_the_columns(rows, columns, lanes):
     np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("channels", "lanes"), [(40, 8), (20, 4), (32, 16)])
+@pytest.mark.parametrize(("channels", "lanes"), [(40, 8), (20, 4), (32, 16), (440, 16)])
 def test_packed_conv_vectors_divide_the_channels(channels, lanes):
+    """The widest vectors that divide the computed channels: RegNet-Y's 440 are computed as
+    448, so AVX-512 gets whole 16-lane vectors, not half ones."""
     from tvm import te
 
     rng = np.random.default_rng(channels)
     image = rng.standard_normal((1, 6, 6, 8)).astype(np.float32)
     hwio = rng.standard_normal((3, 3, 8, channels)).astype(np.float32)
-    packed = nhwc._packed(hwio)
+    packed = nhwc._packed(hwio, nhwc.computed_channels_of(channels))
     data = te.placeholder(image.shape, name="data")
     weight = te.placeholder(packed.shape, name="packed")
     out = nhwc._conv2d_nhwc(data, weight, [1, 1], [1, 1, 1, 1], [1, 1], False, channels)
@@ -148,20 +150,21 @@ def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_ou
 
 
 @pytest.mark.parametrize(
-    ("size", "in_channels", "channels"), [(28, 58, 58), (10, 64, 546), (13, 32, 22), (14, 116, 116)]
+    ("size", "in_channels", "channels"),
+    [(28, 58, 58), (10, 64, 546), (13, 32, 22), (14, 116, 116), (7, 64, 400), (7, 48, 440)],
 )
-def test_conv_with_channels_8_does_not_divide_is_vectorized_and_stays_in_bounds(size, in_channels, channels):
-    """ShuffleNet's 58 and 116 and an SSD head's 546 output channels: the padded channels of
-    the packed weights are computed with register-wide (8-lane) vector tiles and only the real
-    ones stored (13 wide: the width is padded too); numpy's numbers, and a sentinel after the
-    output untouched."""
+def test_conv_with_padded_channels_is_vectorized_and_stays_in_bounds(size, in_channels, channels):
+    """ShuffleNet's 58 and 116, an SSD head's 546 and RegNet's 400 and 440 output channels:
+    the padded channels of the packed weights (400: one whole zero block more) are computed
+    with register-wide (8-lane) vector tiles and only the real ones stored (13 wide: the
+    width is padded too); numpy's numbers, and a sentinel after the output untouched."""
     import tvm
     from tvm import te
 
     rng = np.random.default_rng(channels)
     x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
     w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
-    packed = nhwc._packed(w)
+    packed = nhwc._packed(w, nhwc.computed_channels_of(channels))
     data = te.placeholder(x.shape, name="data")
     weight = te.placeholder(packed.shape, name="weight")
     out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)

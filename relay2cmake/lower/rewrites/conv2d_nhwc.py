@@ -91,7 +91,10 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     def weight_at(f):
         return weight[f // PACK, ry, rx, rc, f % PACK] if packed else weight[ry, rx, rc, f]
 
-    computed_channels = _computed_channels(channels, int(weight.shape[0]) * PACK) if packed else channels
+    computed_channels = computed_channels_of(channels) if packed else channels
+    held = int(weight.shape[0]) * PACK if packed else channels
+    if held < computed_channels:  # the weights were packed by _packed(w, computed_channels_of(...))
+        raise ValueError(f"packed weights hold {held} channels; the tile computes {computed_channels}")
     product = te.compute(
         (*shape[:2], computed_width, computed_channels),
         lambda n, y, x, f: te.sum(
@@ -104,16 +107,26 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     return te.compute(shape, lambda *index: product[index], name=COLUMNS_BLOCK)
 
 
-def _computed_channels(channels: int, padded: int) -> int:
-    """The output channels a packed conv's tile computes (a cut keeps the real ones).
+def computed_channels_of(channels: int) -> int:
+    """The output channels a packed conv's tile computes (a cut keeps the real ones); the
+    packed weights hold that many, the extra ones zero.
 
     Output channels that 4 does not divide (ShuffleNet's 58, an SSD head's 546) left the tile
-    no vector width: scalar code at 8-26 GFLOPS. Those that 8 does not divide (ShuffleNet's
-    116) left AVX2 half-width vectors: 4 lanes, 32 GFLOPS against 55-70 for the model's other
-    1x1 convs. Both compute the packed weights' zero-padded 16s instead; the second only
-    when that adds at most an eighth to the work, since NEON's 4-lane vectors and the
-    portable C kernels gain nothing from it."""
-    if channels % 4 != 0 or (channels % 8 != 0 and 8 * padded <= 9 * channels):
+    no vector width: scalar code at 8-26 GFLOPS. Those that 16 does not divide (ShuffleNet's
+    116, RegNet-Y's 440) left AVX-512 (and, below 8, AVX2) half-width vectors: 4 lanes gave 32
+    GFLOPS against 55-70 for the model's other 1x1 convs. Both compute the packed weights'
+    zero-padded 16s instead; the second only when that adds at most an eighth to the work,
+    since NEON's 4-lane vectors and the portable C kernels gain nothing from it.
+
+    An odd count of 16s that 3 does not divide either (RegNet-X's 400 channels: 25 AVX-512
+    vectors) leaves the tile of a 7 x 7 image (7 pixels) one vector: one weight load and seven
+    broadcasts per seven multiply-adds. One more zero block (416 channels, 4% more work) lets
+    it hold two vectors. Only when that adds at most a sixteenth."""
+    padded = -(-channels // PACK) * PACK
+    blocks = padded // PACK
+    if blocks > 3 and blocks % 2 != 0 and blocks % 3 != 0 and 16 * (padded + PACK) <= 17 * channels:
+        return padded + PACK
+    if channels % 4 != 0 or (channels % PACK != 0 and 8 * padded <= 9 * channels):
         return padded
     return channels
 
@@ -159,17 +172,17 @@ def _computed_width(width: int) -> int:
     return next(w for w in range(width + 1, 2 * width) if tiles_well(w))
 
 
-def _packed(weight):
+def _packed(weight, channels: int):
     """HWIO → [O/16, kh, kw, I, 16]: the 16 output channels of one tile column block are
     contiguous for every (kh, kw, I), so a tile's weights are one sequential stream. In HWIO
     consecutive input channels are O * 4 bytes apart, a stride that maps every row of the
     block to the same few L1 sets (measured, 1x1 256 → 1024 on 14 x 14, AVX2: 53 → 105
-    GFLOPS). The last block of a channel count 16 does not divide is padded with zeros, which
-    the kernel never reads."""
+    GFLOPS). Blocks are zero-padded up to ``channels``, the channels the tile computes
+    (``computed_channels_of``); a cut after the tile drops the extra ones."""
     import numpy as np
 
-    kh, kw, in_channels, channels = weight.shape
-    padded = np.pad(weight, [(0, 0)] * 3 + [(0, -channels % PACK)])
+    kh, kw, in_channels, real = weight.shape
+    padded = np.pad(weight, [(0, 0)] * 3 + [(0, -(-channels // PACK) * PACK - real)])
     blocks = padded.reshape(kh, kw, in_channels, -1, PACK).transpose(3, 0, 1, 2, 4)
     return np.ascontiguousarray(blocks)
 
@@ -377,7 +390,7 @@ def convolutions_channels_last(
                     self.builder_, call.args[0], weight.value.numpy(), attrs.padding, static_shape(call)
                 )
             if kind == "conv" and constant and channels >= PACK:
-                weight = relax.const(_packed(weight.value.numpy()))
+                weight = relax.const(_packed(weight.value.numpy(), computed_channels_of(channels)))
             else:
                 weight = call.args[1]
             return self.builder_.call_te(
