@@ -463,13 +463,14 @@ def _partial_reductions(sch, block, lanes: int):
     return sch.rfactor(lane, factor_axis=0)
 
 
-def _schedule_rows(sch, options: ScheduleOptions) -> bool:
+def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> bool:
     """Softmax and layer norm: the row's reductions and elementwise stages computed under
     the output's row loop (the row stays in L1), vectorized, rows in parallel. False when
-    the function is not one of these."""
+    the function is not one of these. ``any_output``: whatever the output block's name, and
+    the output may be a row's reduction itself (``_schedule_long_rows``)."""
     root = sch.get_sblock("root")
     output = sch.get_child_blocks(root)[-1]
-    if sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output):
+    if not any_output and (sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output)):
         return False
     *rows, _ = sch.get_loops(output)
     if not rows:
@@ -499,6 +500,31 @@ def _schedule_rows(sch, options: ScheduleOptions) -> bool:
     if options.parallel:
         sch.parallel(sch.fuse(*rows))
     return True
+
+
+def _schedule_long_rows(sch, options: ScheduleOptions) -> bool:
+    """Normalizations and sums TVM leaves as chains of blocks, each reducing over its last
+    axis only: a group norm of one group (PoolFormer's, over a [1, 1, C*H*W] view: a float64
+    mean, then variance and scaling as eight blocks) or a long float64 sum. Unscheduled, each
+    reduction was one scalar chain waiting on the adder (2.6 GB/s). The elementwise stages
+    are inlined into their consumers, then the rows schedule applies: partial sums in
+    vectors, every stage under the row loop. False when a reduction reduces more than its
+    last axis."""
+    reductions = _reduction_blocks(sch)
+    if not options.vectorize or not reductions:
+        return False
+    for block in reductions:
+        kinds = _kinds(sch, block)
+        if not kinds.endswith("SR") or kinds.count("R") != 1 or len(sch.get_loops(block)) != len(kinds):
+            return False
+    root = sch.get_sblock("root")
+    for block in sch.get_child_blocks(root)[:-1]:
+        if "R" not in _kinds(sch, block):
+            try:
+                sch.compute_inline(block)
+            except Exception:  # read by a reduction's init or not elementwise: stays a stage
+                pass
+    return _schedule_rows(sch, options, any_output=True)
 
 
 def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
@@ -788,7 +814,7 @@ def _schedule(func, options: ScheduleOptions):
         return likely_index_conditions(sch.mod["main"], lanes)
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
-        return None
+        return sch.mod["main"] if _schedule_long_rows(sch, options) else None
     block = reductions[0]
     kinds = _kinds(sch, block)
     if len(sch.get_loops(block)) != len(kinds):
