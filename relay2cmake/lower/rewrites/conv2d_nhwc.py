@@ -26,6 +26,7 @@ from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transpo
 from relay2cmake.lower.rewrites.packed_matmul import (
     COLUMNS_BLOCK,  # the stage that keeps the real columns of a padded computation
     PACK,  # output channels per contiguous weight block
+    computed_columns_of,  # whole 16s where 16 does not divide the count (channels too)
 )
 
 if TYPE_CHECKING:
@@ -92,9 +93,8 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
         return weight[f // PACK, ry, rx, rc, f % PACK] if packed else weight[ry, rx, rc, f]
 
     computed_channels = computed_channels_of(channels) if packed else channels
-    held = int(weight.shape[0]) * PACK if packed else channels
-    if held < computed_channels:  # the weights were packed by _packed(w, computed_channels_of(...))
-        raise ValueError(f"packed weights hold {held} channels; the tile computes {computed_channels}")
+    if packed and int(weight.shape[0]) * PACK < computed_channels:  # packed by _packed(w, ...)
+        raise ValueError(f"packed weights hold {int(weight.shape[0]) * PACK}, not {computed_channels}")
     product = te.compute(
         (*shape[:2], computed_width, computed_channels),
         lambda n, y, x, f: te.sum(
@@ -111,24 +111,21 @@ def computed_channels_of(channels: int) -> int:
     """The output channels a packed conv's tile computes (a cut keeps the real ones); the
     packed weights hold that many, the extra ones zero.
 
-    Output channels that 4 does not divide (ShuffleNet's 58, an SSD head's 546) left the tile
-    no vector width: scalar code at 8-26 GFLOPS. Those that 16 does not divide (ShuffleNet's
-    116, RegNet-Y's 440) left AVX-512 (and, below 8, AVX2) half-width vectors: 4 lanes gave 32
-    GFLOPS against 55-70 for the model's other 1x1 convs. Both compute the packed weights'
-    zero-padded 16s instead; the second only when that adds at most an eighth to the work,
-    since NEON's 4-lane vectors and the portable C kernels gain nothing from it.
+    As a packed matmul's columns (``computed_columns_of``): channels that 4 does not divide
+    (ShuffleNet's 58, an SSD head's 546) left the tile no vector width, scalar code at 8-26
+    GFLOPS; those that 16 does not divide (ShuffleNet's 116, RegNet-Y's 440) left AVX-512
+    (and, below 8, AVX2) half-width vectors, 4 lanes at 32 GFLOPS against 55-70 for the
+    model's other 1x1 convs. Both compute the zero-padded 16s instead, the second only when
+    that adds at most an eighth (NEON's 4-lane vectors and the C kernels gain nothing).
 
-    An odd count of 16s that 3 does not divide either (RegNet-X's 400 channels: 25 AVX-512
-    vectors) leaves the tile of a 7 x 7 image (7 pixels) one vector: one weight load and seven
-    broadcasts per seven multiply-adds. One more zero block (416 channels, 4% more work) lets
-    it hold two vectors. Only when that adds at most a sixteenth."""
-    padded = -(-channels // PACK) * PACK
-    blocks = padded // PACK
-    if blocks > 3 and blocks % 2 != 0 and blocks % 3 != 0 and 16 * (padded + PACK) <= 17 * channels:
-        return padded + PACK
-    if channels % 4 != 0 or (channels % PACK != 0 and 8 * padded <= 9 * channels):
-        return padded
-    return channels
+    Besides: an odd count of 16s that 3 does not divide either (RegNet-X's 400 channels: 25
+    AVX-512 vectors) leaves the tile of a 7 x 7 image (7 pixels) one vector, one weight load
+    and seven broadcasts per seven multiply-adds. One more zero block (416 channels, 4% more
+    work) lets it hold two vectors. Only when that adds at most a sixteenth."""
+    blocks = -(-channels // PACK)
+    if blocks > 3 and blocks % 2 != 0 and blocks % 3 != 0 and 16 * (blocks + 1) * PACK <= 17 * channels:
+        return (blocks + 1) * PACK
+    return computed_columns_of(channels)
 
 
 def _group_conv2d_nhwc(data, weight, strides, padding, dilation, groups: int):
