@@ -44,10 +44,9 @@ def _seconds(func, target) -> float:
     import numpy as np
     import tvm
 
-    from relay2cmake.lower.pipeline import build_context
+    from relay2cmake.lower.pipeline import build_kernels
 
-    with build_context():
-        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target)
+    library = build_kernels(tvm.IRModule({"main": func}), target, "a tuning candidate")
     device = tvm.cpu()
     rng = np.random.default_rng(0)
     arguments = []

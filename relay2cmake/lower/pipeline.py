@@ -45,6 +45,8 @@ from relay2cmake.targets import KernelTarget
 if TYPE_CHECKING:
     from tvm import relax
     from tvm.ir import IRModule
+    from tvm.runtime import Module
+    from tvm.target import Target
     from tvm.transform import PassContext
 
 
@@ -141,13 +143,15 @@ def build_context() -> PassContext:
     return tvm.transform.PassContext(opt_level=3, config={"tirx.disable_assert": True, **PARTITION_LIKELY})
 
 
-def _build(prims, target, what: str):
+def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
+    """``prims`` built for ``target`` (a TVM target) as every kernel set is: in
+    ``build_context``, max/min made NaN-propagating; failures as a ModelError naming ``what``."""
     import tvm
 
     with build_context():
         try:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
-            return tvm.tirx.build(nan_propagating(prims), target=target)
+            return tvm.tirx.build(nan_propagating(prims, llvm=target.kind.name == "llvm"), target=target)
         except Exception as exc:
             raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None
 
@@ -304,7 +308,7 @@ def _llvm_ir(
         tuned,
         unscheduled,  # schedule_module leaves these alone, tuned or not
     )
-    library = _build(scheduled, target.tvm_target(), f"{target.label} code")
+    library = build_kernels(scheduled, target.tvm_target(), f"{target.label} code")
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path = Path(folder) / "kernels.ll"
         library.write_to_file(str(ir_path))
@@ -540,7 +544,9 @@ def lower(
         return LoweredModel(
             prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
-    source = _build(_cut_products_tiled(prims) if optimise else prims, c_target, "C code").inspect_source()
+    source = build_kernels(
+        _cut_products_tiled(prims) if optimise else prims, c_target, "C code"
+    ).inspect_source()
     scratch = c_source.scratch_bytes(source)
     objects, skipped = {}, {}
     for target in targets:
@@ -556,7 +562,7 @@ def lower(
             subset = tvm.IRModule(
                 {gv: f for gv, f in prims.functions.items() if gv.name_hint in object_set.in_c}
             )
-            in_c = c_source.adapt(_build(subset, c_target, "C code").inspect_source(), abi_header)
+            in_c = c_source.adapt(build_kernels(subset, c_target, "C code").inspect_source(), abi_header)
             object_set = dataclasses.replace(object_set, c_source=in_c)
         wide = target.wide_variant() if optimise else None
         if wide is not None:

@@ -101,6 +101,19 @@ def _fold_epilogue(sch, block):
     Intermediate elementwise blocks are inlined into their consumers first, so that an
     epilogue that reads the product twice (GELU: x * (1 + erf(x / sqrt 2)) / 2) becomes one
     block with a single producer, which the write-back can absorb."""
+    _inline_intermediates(sch, block)
+    # "global" scope: small constant-size buffers become stack arrays (LLVM keeps them in
+    # registers); TVM turns "local" ones into workspace calls, even inside parallel loops.
+    write_back = sch.cache_write(block, 0, "global")
+    _inline_consumers(sch, write_back)
+    return write_back
+
+
+def _inline_intermediates(sch, block) -> None:
+    """Every elementwise block after ``block`` but the function's output inlined into its
+    consumers: an epilogue that reads ``block``'s result twice (SiLU: x * sigmoid(x)) then
+    has one consumer left, which ``reverse_compute_inline`` can take (it left a dangling read
+    of the intermediate when that had two consumers, TVM 0.27)."""
     producers = {sch.get(p).name_hint for p in sch.get_producers(block)}
     for candidate in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(candidate).name_hint
@@ -110,11 +123,6 @@ def _fold_epilogue(sch, block):
             sch.compute_inline(candidate)
         except Exception:  # the function's output block, or not elementwise: stays
             pass
-    # "global" scope: small constant-size buffers become stack arrays (LLVM keeps them in
-    # registers); TVM turns "local" ones into workspace calls, even inside parallel loops.
-    write_back = sch.cache_write(block, 0, "global")
-    _inline_consumers(sch, write_back)
-    return write_back
 
 
 def _inline_consumers(sch, write_back) -> None:
@@ -432,6 +440,7 @@ def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
         positions = (a, b)
     elif OUTPUT_BLOCK in blocks:
         block = blocks[OUTPUT_BLOCK]
+        _inline_intermediates(sch, block)
         while consumers := sch.get_consumers(block):
             sch.reverse_compute_inline(consumers[0])
         n, y, x, k = sch.get_loops(block)

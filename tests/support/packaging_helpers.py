@@ -160,18 +160,17 @@ def clean_env() -> dict:
 
 
 def call_kernel(func, arrays: list[np.ndarray]) -> np.ndarray:
-    """Builds one PrimFunc for this machine's x86 kernel set (the AVX-512 twin where the CPU
-    has it), calls it on ``arrays`` and returns the last one (the output) afterwards."""
+    """Builds one PrimFunc as gen does for this machine's x86 kernel set (the AVX-512 twin
+    where the CPU has it), calls it on ``arrays`` and returns the last one (the output) afterwards."""
     import tvm
 
-    from relay2cmake.lower.pipeline import build_context
+    from relay2cmake.lower.pipeline import build_kernels
     from relay2cmake.targets import host_runs_wide, parse_targets
 
     target = parse_targets(["x86_64"])[-1]
     if host_runs_wide():
         target = target.wide_variant()
-    with build_context():
-        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    library = build_kernels(tvm.IRModule({"main": func}), target.tvm_target(), "the kernel")
     tensors = [tvm.runtime.tensor(a) for a in arrays]
     library["main"](*tensors)
     return tensors[-1].numpy()

@@ -289,6 +289,42 @@ def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     assert np.array_equal(got[~finite][:2], exact[~finite][:2]) and np.isnan(got[-1])
 
 
+def test_winograd_output_with_a_silu_epilogue_is_scheduled():
+    """MobileViT's 3x3 convs end in SiLU, which reads the conv's result twice (x * sigmoid(x)).
+    Folded into Winograd's output transform one consumer at a time, that left a read of a
+    buffer nothing wrote any more, LLVM refused the kernel and it shipped unscheduled. The
+    intermediates are inlined first now: the output kernel is scheduled, builds, and gives
+    the unscheduled kernel's numbers."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import _kernels_of, lowered_module, scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(7)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 32, 14, 14), "float32"))
+    weight = relax.const(rng.standard_normal((32, 32, 3, 3)).astype("float32"))
+    bias = relax.const(rng.standard_normal((1, 32, 1, 1)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.add(relax.op.nn.conv2d(x, weight, padding=1), bias))
+            out = bb.emit_output(relax.op.multiply(conv, relax.op.sigmoid(conv)))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, scheduled, names = scheduled_kernels(bb.get(), target)
+    plain = _kernels_of(lowered_module(bb.get())[0])
+    outputs = [name for name in names if "winograd_output" in name]
+    assert outputs, f"no scheduled Winograd output kernel among {sorted(names)}"
+    for name in outputs:
+        arrays = [
+            rng.standard_normal([int(d) for d in param.shape]).astype("float32")
+            for param in scheduled[name].params
+        ]
+        got = call_kernel(scheduled[name], [a.copy() for a in arrays])
+        want = call_kernel(plain[name], [a.copy() for a in arrays])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def _aligned(count: int, fill: float) -> np.ndarray:
     raw = np.full(count + 16, fill, dtype="float32")
     offset = (-raw.ctypes.data % 64) // 4
