@@ -274,9 +274,9 @@ def test_wrong_values_on_the_plain_path_stop_gen(model, tmp_path, monkeypatch):
 
 
 def _failing_build(kernel_part: str, scheduled_only: bool):
-    """lowering._build, except that LLVM "fails" on kernels whose name holds ``kernel_part``
+    """lowering.build_kernels, except that LLVM "fails" on kernels whose name holds ``kernel_part``
     (only when scheduled, if ``scheduled_only``)."""
-    real = lowering._build
+    real = lowering.build_kernels
 
     def build(prims, target, what):
         if str(target.kind) == "llvm":
@@ -294,7 +294,7 @@ def _looks_scheduled(func) -> bool:
 
 
 def test_a_kernel_llvm_cannot_build_is_compiled_from_c_and_only_it(model, tmp_path, monkeypatch):
-    monkeypatch.setattr(lowering, "_build", _failing_build("conv2d", scheduled_only=False))
+    monkeypatch.setattr(lowering, "build_kernels", _failing_build("conv2d", scheduled_only=False))
     report = _generate(model, tmp_path / "pkg")
     meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
     in_c = [f for f in meta["fallbacks"] if "compiled from C" in f]
@@ -313,7 +313,7 @@ def test_a_kernel_llvm_cannot_build_is_compiled_from_c_and_only_it(model, tmp_pa
 
 
 def test_a_kernel_whose_schedule_llvm_cannot_build_runs_unscheduled(model, tmp_path, monkeypatch):
-    monkeypatch.setattr(lowering, "_build", _failing_build("matmul", scheduled_only=True))
+    monkeypatch.setattr(lowering, "build_kernels", _failing_build("matmul", scheduled_only=True))
     _generate(model, tmp_path / "pkg")
     meta = json.loads((tmp_path / "pkg" / "metadata.json").read_text())
     unscheduled = [f for f in meta["fallbacks"] if "without a schedule" in f]
