@@ -325,6 +325,48 @@ def test_winograd_output_with_a_silu_epilogue_is_scheduled():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("length", [196, 200, 197, 64])
+@pytest.mark.parametrize("op", ["softmax", "layer_norm"])
+def test_rows_that_the_register_does_not_divide_are_scheduled_and_exact(op, length):
+    """Softmax and layer norm over rows of 196 (MobileViT's attention) and 200 get partial
+    sums in 4- or 8-lane vectors, 64 in whole registers, 197 none: each kernel is scheduled,
+    and its numbers are NumPy's in float64 (within float32 rounding)."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(length)
+    x = (4 * rng.standard_normal((3, 5, length))).astype("float32")
+    gamma = rng.standard_normal(length).astype("float32")
+    beta = rng.standard_normal(length).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            if op == "softmax":
+                result = relax.op.nn.softmax(data, axis=-1)
+            else:
+                result = relax.op.nn.layer_norm(data, relax.const(gamma), relax.const(beta), axes=[-1])
+            out = bb.emit_output(result)
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (name,) = [gv.name_hint for gv in kernels.get_global_vars()]
+    assert name in scheduled, f"{name} was left unscheduled"
+    func = kernels[name]
+    arrays = [x] + ([gamma, beta] if len(func.params) == 4 else []) + [np.zeros_like(x)]
+    got = call_kernel(func, arrays)
+    wide = x.astype("float64")
+    if op == "softmax":
+        exp = np.exp(wide - wide.max(axis=-1, keepdims=True))
+        want = exp / exp.sum(axis=-1, keepdims=True)
+    else:
+        centred = wide - wide.mean(axis=-1, keepdims=True)
+        want = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def _aligned(count: int, fill: float) -> np.ndarray:
     raw = np.full(count + 16, fill, dtype="float32")
     offset = (-raw.ctypes.data % 64) // 4
@@ -384,11 +426,14 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     assert np.all(buffer[rows * columns :] == 12345.0), "the kernel wrote past its output"
 
 
-@pytest.mark.parametrize(("batch", "rows", "depth", "columns"), [(3, 197, 64, 197), (2, 37, 13, 37)])
+@pytest.mark.parametrize(
+    ("batch", "rows", "depth", "columns"), [(3, 197, 64, 197), (2, 37, 13, 37), (4, 196, 24, 196)]
+)
 def test_batched_matmul_with_computed_operand_is_packed_and_stays_in_bounds(batch, rows, depth, columns):
-    """Attention's Q.K^T over 197 tokens: the computed right operand, whose N not even 4
-    divides, is packed at run time and the product gets vector tiles with padded rows and
-    columns; only [rows, columns] of each batch is stored (a sentinel after the output)."""
+    """Attention's Q.K^T over 197 tokens (ViT) or 196 (MobileViT): the computed right
+    operand, whose N not even 4 divides or 16 does not, is packed at run time and the product
+    gets vector tiles with padded rows and columns; only [rows, columns] of each batch is
+    stored (a sentinel after the output)."""
     import tvm
     from tvm import relax
 
