@@ -488,13 +488,13 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
     output = sch.get_child_blocks(root)[-1]
     if not any_output and (sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output)):
         return False
-    *rows, _ = sch.get_loops(output)
+    *rows, row = sch.get_loops(output)
     if not rows:
         return False
-    partials = []
     # A row that the register's lanes do not divide gets half or a quarter of them (MobileViT's
     # attention rows of 196: 4 lanes; serial chains before, 2.4 ns an element).
-    lanes = _vector_width(_extent(sch, sch.get_loops(output)[-1]), options)
+    lanes = _vector_width(_extent(sch, row), options)
+    partials = []
     if lanes > 1:
         for block in _reduction_blocks(sch):
             partial = _partial_reductions(sch, block, lanes)
