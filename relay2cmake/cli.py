@@ -59,26 +59,38 @@ def _progress():
     return Progress(quiet=bool(_state["quiet"]), debug=bool(_state["debug"]))
 
 
-def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
+def parse_input_shapes(values: list[str]) -> dict[str, tuple[int | tuple[int, int], ...]]:
+    """``NAME=D0,D1,...``; a dimension is a number or a range ``LO..HI`` (chosen at run time)."""
+    shapes: dict[str, tuple[int | tuple[int, int], ...]] = {}
     for value in values:
         name, sep, dims = value.rpartition("=")
         if not sep or not name:
             raise UserError(
-                f"--input-shape {value!r} is not NAME=D0,D1,... (for example --input-shape x=1,3,224,224)."
+                f"--input-shape {value!r} is not NAME=D0,D1,... (for example --input-shape x=1,3,224,224, "
+                "or x=1..8,3,224,224 for a batch chosen at run time)."
             )
-        try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
-        except ValueError:
-            raise UserError(
-                f"--input-shape {value!r}: dimensions must be whole numbers separated by commas."
-            ) from None
-        if any(d <= 0 for d in shape):
-            raise UserError(f"--input-shape {value!r}: dimensions must be positive.")
+        shape = tuple(_parse_dim(value, d) for d in dims.split(",")) if dims.strip() else ()
         if name in shapes:
             raise UserError(f"--input-shape gives {name!r} twice.")
         shapes[name] = shape
     return shapes
+
+
+def _parse_dim(flag: str, text: str) -> int | tuple[int, int]:
+    low, dots, high = text.strip().partition("..")
+    try:
+        bounds = (int(low), int(high)) if dots else (int(low),)
+    except ValueError:
+        raise UserError(
+            f"--input-shape {flag!r}: dimensions must be whole numbers or ranges LO..HI, separated by commas."
+        ) from None
+    if any(b <= 0 for b in bounds):
+        raise UserError(f"--input-shape {flag!r}: dimensions must be positive.")
+    if len(bounds) == 1:
+        return bounds[0]
+    if bounds[0] > bounds[1]:
+        raise UserError(f"--input-shape {flag!r}: the range {text.strip()} is empty (LO must not exceed HI).")
+    return bounds if bounds[0] < bounds[1] else bounds[0]
 
 
 def parse_constant_inputs(values: list[str]) -> dict[str, str]:
@@ -134,7 +146,9 @@ def gen(
         help="Package version X.Y.Z, optionally with -pre-release and +build (semantic versioning).",
     ),
     input_shape: list[str] = typer.Option(
-        [], "--input-shape", help="Fix an input's shape, NAME=D0,D1,... (repeatable)."
+        [],
+        "--input-shape",
+        help="Fix an input's shape, NAME=D0,D1,...; a dimension LO..HI is chosen at run time (repeatable).",
     ),
     constant_input: list[str] = typer.Option(
         [], "--constant-input", help="Freeze an ONNX input: NAME=values.npy or NAME=1,2,3 (repeatable)."

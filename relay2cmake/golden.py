@@ -23,6 +23,7 @@ import numpy as np
 from relay2cmake.dtypes import RAW_BITS, numpy_dtype
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.frontends import ImportedModel, Reference
+from relay2cmake.symbolic import evaluate
 
 SEED = 20240611
 # Golden floats are N(0.5, 1): a non-zero mean, so that a normalisation or reduction that
@@ -46,6 +47,10 @@ class GoldenData:
     confirmed_by: tuple[str, ...] = ()  # the other paths that agree with it
     notes: tuple[str, ...] = ()  # paths that disagreed (or no confirmation), one line each: warnings
     unavailable: tuple[str, ...] = ()  # paths that could not run the model, one line each
+    # Models with run-time dimensions: the same at other values of them (the data above is at
+    # the largest), each a GoldenData of its own (``dims`` says which values).
+    cases: tuple[GoldenData, ...] = ()
+    dims: tuple[int, ...] = ()
 
 
 class UnconfirmedReference(ModelError):
@@ -57,6 +62,36 @@ class UnconfirmedReference(ModelError):
 # Runtime refuses them, other paths read anywhere), so inputs are drawn again with narrower
 # ranges, down to all zeros, until the references agree.
 INTEGER_RANGES = (4, 2, 1)
+
+
+def case_dims(imported: ImportedModel) -> list[tuple[int, ...]]:
+    """The values of the run-time dimensions golden cases besides the largest are recorded
+    at: every dimension at its smallest, then every one half-way."""
+    lows = tuple(d.low for d in imported.dims)
+    middles = tuple((d.low + d.high) // 2 for d in imported.dims)
+    highs = tuple(d.high for d in imported.dims)
+    return [values for values in dict.fromkeys([lows, middles]) if values != highs]
+
+
+def at_dims(imported: ImportedModel, values: tuple[int, ...]) -> ImportedModel:
+    """``imported`` as seen at these values of its run-time dimensions: its signatures' shapes
+    are those values' (the module and the references take any shape in the ranges)."""
+    import dataclasses
+
+    def shaped(signature):
+        if not signature.symbolic:
+            return signature
+        shape = tuple(
+            evaluate(expr, values) if expr is not None else extent
+            for expr, extent in zip(signature.symbolic, signature.shape, strict=True)
+        )
+        return dataclasses.replace(signature, shape=shape)
+
+    return dataclasses.replace(
+        imported,
+        inputs=tuple(shaped(s) for s in imported.inputs),
+        outputs=tuple(shaped(s) for s in imported.outputs),
+    )
 
 
 def make_inputs(

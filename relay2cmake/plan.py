@@ -20,6 +20,7 @@ from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
+from relay2cmake.symbolic import DimExpr, DimRange, symbolic_shape
 from relay2cmake.tensor_memory import tensor_values
 from relay2cmake.weights_file import WeightsFile, WeightsWriter, constant_bytes
 
@@ -51,6 +52,9 @@ class IOTensor:
     shape: tuple[int, ...]  # a bounded output's upper bound
     dynamic_axis: int | None = None  # bounded outputs: the axis whose extent is data-dependent
     extent_buffer: int | None = None  # bounded outputs: the int64[1] buffer holding that extent
+    # Extents chosen at run time: per axis an expression over the dimensions, or None
+    # (``shape`` holds the largest); empty when static.
+    symbolic: tuple[DimExpr | None, ...] = ()
 
     @property
     def num_elements(self) -> int:
@@ -82,12 +86,18 @@ class Buffer:
     # The output this buffer is (or views), computed straight into the caller's output buffer
     # when that one is aligned and overlaps no other input or output (else copied out); -1: none.
     output: int = -1
+    # Extents that depend on the run-time dimensions, as for IOTensor; ``shape`` (the largest)
+    # sized its room in the arena.
+    symbolic: tuple[DimExpr | None, ...] = ()
 
 
 @dataclass(frozen=True)
 class Arg:
-    kind: str  # "tensor" (value = buffer index) or "int" (value = the integer; a text: its index)
+    # "tensor" (value = buffer index), "int" (value = the integer; a text: its index) or
+    # "dim" (an integer computed from the run-time dimensions: ``expr``)
+    kind: str
     value: int
+    expr: DimExpr | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ class PackagePlan:
     intermediate_bytes: int  # what the arena would be for intermediates alone
     tvm_storage_bytes: int  # what TVM's own static plan allocates (intermediates), for comparison
     kernels: KernelCode  # the kernels' code (C source, object sets), carried from lowering to emit
+    dims: tuple[DimRange, ...] = ()  # dimensions chosen at run time, in the C API's order
 
     @property
     def weight_bytes(self) -> int:
@@ -144,7 +155,13 @@ class _Builder:
 
     # -- buffers -------------------------------------------------------------------------
     def new_buffer(
-        self, dtype: str, shape: tuple[int, ...], home: str, slot: int, root: int | None = None
+        self,
+        dtype: str,
+        shape: tuple[int, ...],
+        home: str,
+        slot: int,
+        root: int | None = None,
+        symbolic: tuple[DimExpr | None, ...] = (),
     ) -> int:
         index = len(self.buffers)
         self.buffers.append(
@@ -154,9 +171,13 @@ class _Builder:
                 "home": home,
                 "slot": slot,
                 "root": index if root is None else root,
+                "symbolic": symbolic,
             }
         )
         return index
+
+    def shape_of(self, shape_expr) -> tuple[tuple[int, ...], tuple[DimExpr | None, ...]]:
+        return symbolic_shape(shape_expr.values, self.imported.dims, "A tensor of the lowered model")
 
     def root(self, index: int) -> int:
         return self.buffers[index]["root"]
@@ -208,13 +229,13 @@ class _Builder:
             if isinstance(op, tvm.ir.Op):
                 if op.name in IGNORED_OPS:
                     if op.name == "relax.vm.alloc_storage":
-                        self.tvm_storage_bytes += int(value.args[0].values[0])
+                        self.tvm_storage_bytes += self.shape_of(value.args[0])[0][0]
                     self.refs[var] = None
                     return
                 if op.name == "relax.vm.alloc_tensor":
-                    shape = tuple(int(d) for d in value.args[2].values)
+                    shape, symbolic = self.shape_of(value.args[2])
                     dtype = str(value.args[3].value)
-                    index = self.new_buffer(dtype, shape, "arena", 0)
+                    index = self.new_buffer(dtype, shape, "arena", 0, symbolic=symbolic)
                     self.defined_at[index] = step
                     self.refs[var] = index
                     return
@@ -237,10 +258,15 @@ class _Builder:
                     if not isinstance(base, int):
                         raise ModelError("Lowered model reshapes something that is not a tensor.")
                     self.use(base, step)
-                    shape = tuple(int(d) for d in value.args[1].values)
+                    shape, symbolic = self.shape_of(value.args[1])
                     info = self.buffers[base]
                     self.refs[var] = self.new_buffer(
-                        info["dtype"], shape, info["home"], info["slot"], root=self.root(base)
+                        info["dtype"],
+                        shape,
+                        info["home"],
+                        info["slot"],
+                        root=self.root(base),
+                        symbolic=symbolic,
                     )
                     return
                 raise ModelError(
@@ -272,11 +298,20 @@ class _Builder:
 
     def call_kernel(self, name: str, symbol: str, args, step: int) -> None:
         import tvm
+        from tvm import relax
 
         packed = []
         for arg in args:
             if isinstance(arg, tvm.tirx.IntImm):
                 packed.append(Arg("int", int(arg.value)))
+                continue
+            if isinstance(arg, relax.ShapeExpr):
+                # Sizes the kernel takes as integers (TVM's ``tir_vars``), one argument each.
+                values = list(arg.values)
+                _, exprs = self.shape_of(relax.ShapeExpr(values))
+                for position, value in enumerate(values):
+                    expr = exprs[position] if exprs else None
+                    packed.append(Arg("dim", 0, expr) if expr is not None else Arg("int", int(value)))
                 continue
             if isinstance(arg, tvm.ir.StringImm):
                 packed.append(Arg("int", len(self.texts)))
@@ -300,7 +335,9 @@ class _Builder:
 
         main = self.lowered.main
         for index, (param, signature) in enumerate(zip(main.params, self.imported.inputs, strict=True)):
-            buffer = self.new_buffer(signature.dtype, signature.shape, "input", index)
+            buffer = self.new_buffer(
+                signature.dtype, signature.shape, "input", index, symbolic=signature.symbolic
+            )
             self.refs[param] = buffer
             self.input_roots.append(buffer)
             self.defined_at[buffer] = 0
@@ -343,6 +380,7 @@ class _Builder:
                 and roots.count(root) == 1
                 and tensor_bytes(info["dtype"], info["shape"])
                 == tensor_bytes(self.buffers[ref]["dtype"], self.buffers[ref]["shape"])
+                and (not info["symbolic"] or info["symbolic"] == self.buffers[ref]["symbolic"])
             ):
                 direct[root] = i
         return direct
@@ -376,7 +414,9 @@ class _Builder:
             if info["home"] == "arena":
                 slot = offsets[f"t{info['root']}"]
             output = direct.get(info["root"], -1)
-            buffers.append(Buffer(index, info["dtype"], info["shape"], info["home"], slot, output))
+            buffers.append(
+                Buffer(index, info["dtype"], info["shape"], info["home"], slot, output, info["symbolic"])
+            )
 
         inputs = _io_table(self.imported.inputs)
         outputs = _io_table(self.imported.outputs, extent_refs)
@@ -408,6 +448,7 @@ class _Builder:
             intermediate_bytes=intermediate_bytes,
             tvm_storage_bytes=self.tvm_storage_bytes,
             kernels=self.lowered.code,
+            dims=self.imported.dims,
         )
 
 
@@ -423,6 +464,7 @@ def _io_table(signatures, extent_refs: list[int | None] | None = None) -> tuple[
             shape=s.shape,
             dynamic_axis=s.dynamic_axis,
             extent_buffer=extent,
+            symbolic=s.symbolic,
         )
         for i, (s, c, extent) in enumerate(zip(signatures, c_names, extents, strict=True))
     )

@@ -33,6 +33,12 @@ struct __prefix___context {
   char message[__PREFIX___MESSAGE_BYTES];
   int64_t extents[__PREFIX___NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[__PREFIX___NUM_BUFFERS + 1];
+  /* Dimensions chosen at run time (__prefix___set_dims) and the extents computed from them,
+   * which the tensors of shapes that depend on them point into; the scratch copy is checked
+   * before it replaces them. */
+  int64_t dims[__PREFIX___NUM_DIMS + 1];
+  int64_t shape_values[__PREFIX___NUM_SHAPE_VALUES + 1];
+  int64_t shape_scratch[__PREFIX___NUM_SHAPE_VALUES + 1];
   TVMFFIAny args[__PREFIX___NUM_ARGS + 1];
   __prefix___pool pool;
 };
@@ -183,7 +189,8 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
     tensor->dtype.code = desc->dtype_code;
     tensor->dtype.bits = desc->dtype_bits;
     tensor->dtype.lanes = 1;
-    tensor->shape = (int64_t*)(uintptr_t)desc->shape;
+    tensor->shape = desc->dynamic_shape >= 0 ? &context->shape_values[desc->dynamic_shape]
+                                             : (int64_t*)(uintptr_t)desc->shape;
     tensor->strides = NULL;
     tensor->byte_offset = 0;
   }
@@ -192,15 +199,23 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
     uint32_t a;
     for (a = __prefix___step_table[i].first_arg; a < __prefix___step_table[i].first_arg + __prefix___step_table[i].num_args; ++a) {
       const __prefix___arg_desc* desc = &__prefix___arg_table[a];
-      if (desc->is_tensor) {
+      if (desc->kind == __PREFIX___ARG_TENSOR) {
         context->args[a].type_index = __PREFIX___FFI_DLTENSOR_PTR;
         context->args[a].v_ptr = &context->tensors[desc->value];
       } else {
         context->args[a].type_index = __PREFIX___FFI_INT;
-        context->args[a].v_int64 = desc->value;
+        context->args[a].v_int64 = desc->value;  /* a run-time size: set by set_dims below */
       }
     }
   }
+#if __PREFIX___NUM_DIMS > 0
+  {
+    /* Until the caller chooses, every dimension is at its largest (the header's shapes). */
+    int64_t largest[__PREFIX___NUM_DIMS];
+    for (i = 0; i < __PREFIX___NUM_DIMS; ++i) largest[i] = __prefix___dim_table[i].max;
+    if (__prefix___set_dims(context, largest) != __PREFIX___OK) return __PREFIX___ERROR_DIMS;
+  }
+#endif
   *out_context = context;
   return __PREFIX___OK;
 }
@@ -278,6 +293,7 @@ const char* __prefix___status_string(__prefix___status status) {
     case __PREFIX___ERROR_OUT_OF_MEMORY: return "out of memory";
     case __PREFIX___ERROR_KERNEL_FAILED: return "a kernel failed";
     case __PREFIX___ERROR_INVALID_INPUT: return "input data the model cannot take (an index out of range)";
+    case __PREFIX___ERROR_DIMS: return "a dimension outside its range, or inputs that disagree on a dimension";
     case __PREFIX___ERROR_THREADS: return "threads unavailable or thread count out of range";
     case __PREFIX___ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with __PREFIX___PORTABLE_KERNELS=ON";
@@ -319,18 +335,140 @@ static int __prefix___overlaps(const void* a, size_t a_bytes, const void* b, siz
   return x < y + b_bytes && y < x + a_bytes;
 }
 
+/* ---- dimensions chosen at run time ---------------------------------------------------- */
+
+/* Extent d of an input or output: its tensor's (which follows the dimensions set) when the
+ * model has run-time dimensions, else the I/O table's. */
+static int64_t __prefix___io_extent(const __prefix___context* context, const __prefix___tensor_info* info,
+                                  uint32_t buffer, int32_t d) {
+#if __PREFIX___NUM_DIMS > 0
+  if (context->tensors[buffer].ndim == info->ndim) return context->tensors[buffer].shape[d];
+#else
+  (void)context;
+  (void)buffer;
+#endif
+  return info->shape[d];
+}
+
+static size_t __prefix___io_elements(const __prefix___context* context, const __prefix___tensor_info* info,
+                                   uint32_t buffer) {
+  size_t count = 1;
+  int32_t d;
+  if (__PREFIX___NUM_DIMS == 0) return info->num_elements;
+  for (d = 0; d < info->ndim; ++d) count *= (size_t)__prefix___io_extent(context, info, buffer, d);
+  return count;
+}
+
+const __prefix___dim_info* __prefix___dim(size_t index) {
+  size_t i;  /* to the sentinel: index < 0 dimensions would trip -Wtype-limits */
+  for (i = 0; __prefix___dim_table[i].name != NULL; ++i) {
+    if (i == index) return &__prefix___dim_table[i];
+  }
+  return NULL;
+}
+
+__prefix___status __prefix___set_dims(__prefix___context* context, const int64_t* dims) {
+#if __PREFIX___NUM_DIMS > 0
+  size_t i;
+  if (context == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (dims == NULL) return __prefix___fail(context, __PREFIX___ERROR_NULL_ARGUMENT, "NULL dims", NULL);
+  for (i = 0; i < __PREFIX___NUM_DIMS; ++i) {
+    if (dims[i] < __prefix___dim_table[i].min || dims[i] > __prefix___dim_table[i].max) {
+      return __prefix___fail(context, __PREFIX___ERROR_DIMS, "dimension outside its range (see __prefix___dim): '",
+                          __prefix___dim_table[i].name);
+    }
+  }
+  __prefix___compute_shapes(dims, context->shape_scratch);
+  for (i = 0; i < __PREFIX___NUM_SHAPE_VALUES; ++i) {
+    /* The arena holds each tensor at its largest extents; a model whose sizes shrink as a
+     * dimension grows could ask for more at other values: refused, never overrun. */
+    if (context->shape_scratch[i] < 0 || context->shape_scratch[i] > __prefix___shape_limits[i]) {
+      return __prefix___fail(context, __PREFIX___ERROR_DIMS,
+                          "these dimensions give a tensor extent beyond what the arena was planned for", NULL);
+    }
+  }
+  memcpy(context->shape_values, context->shape_scratch, sizeof(context->shape_values));
+  memcpy(context->dims, dims, sizeof(int64_t) * __PREFIX___NUM_DIMS);
+  for (i = 0; __prefix___step_table[i].kernel != NULL; ++i) {
+    uint32_t a;
+    for (a = __prefix___step_table[i].first_arg; a < __prefix___step_table[i].first_arg + __prefix___step_table[i].num_args; ++a) {
+      if (__prefix___arg_table[a].kind == __PREFIX___ARG_SIZE) {
+        context->args[a].v_int64 = context->shape_values[__prefix___arg_table[a].value];
+      }
+    }
+  }
+  return __PREFIX___OK;
+#else
+  if (context == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  (void)dims;
+  return __PREFIX___OK;  /* no dimension to set */
+#endif
+}
+
+__prefix___status __prefix___get_dims(const __prefix___context* context, int64_t* dims) {
+  if (context == NULL || (__PREFIX___NUM_DIMS > 0 && dims == NULL)) return __PREFIX___ERROR_NULL_ARGUMENT;
+  if (__PREFIX___NUM_DIMS > 0) memcpy(dims, context->dims, sizeof(int64_t) * __PREFIX___NUM_DIMS);
+  return __PREFIX___OK;
+}
+
+__prefix___status __prefix___set_input_shapes(__prefix___context* context, const int64_t* const* shapes) {
+  int64_t dims[__PREFIX___NUM_DIMS + 1];
+  unsigned char seen[__PREFIX___NUM_DIMS + 1];
+  size_t i;
+  if (context == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (shapes == NULL && __PREFIX___NUM_INPUTS > 0) {
+    return __prefix___fail(context, __PREFIX___ERROR_NULL_ARGUMENT, "NULL array of shapes", NULL);
+  }
+  memset(dims, 0, sizeof(dims));
+  memset(seen, 0, sizeof(seen));
+  for (i = 0; __prefix___input_table[i].name != NULL; ++i) {
+    const __prefix___tensor_info* info = &__prefix___input_table[i];
+    int32_t d;
+    if (shapes[i] == NULL) return __prefix___fail(context, __PREFIX___ERROR_NULL_ARGUMENT, "NULL shape for input '", info->name);
+    for (d = 0; d < info->ndim; ++d) {
+      int32_t dim = __prefix___input_axis_dims[__prefix___input_axis_first[i] + (uint32_t)d];
+      int64_t value = shapes[i][d];
+      if (dim < 0) {
+        if (value != info->shape[d]) {
+          return __prefix___fail(context, __PREFIX___ERROR_SIZE_MISMATCH, "a fixed dimension differs from the model's in input '", info->name);
+        }
+        continue;
+      }
+      if (seen[dim] && dims[dim] != value) {
+        return __prefix___fail(context, __PREFIX___ERROR_DIMS,
+                            "inputs disagree on a dimension they share; the second to give it is input '", info->name);
+      }
+      dims[dim] = value;
+      seen[dim] = 1;
+    }
+  }
+  return __prefix___set_dims(context, dims);
+}
+
+__prefix___status __prefix___run_shaped(__prefix___context* context, const int64_t* dims,
+                                   const __prefix___inputs* inputs, const __prefix___outputs* outputs) {
+  __prefix___status status = __prefix___set_dims(context, dims);
+  return status != __PREFIX___OK ? status : __prefix___run(context, inputs, outputs);
+}
+
 /* Whether output i can be computed straight into the caller's buffer: the plan allows it,
    the buffer is aligned as the kernels assume, and it overlaps no input and no other output
    (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
-static int __prefix___output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+static int __prefix___output_in_place(const __prefix___context* context, const void* const* inputs,
+                                       void* const* outputs, size_t index) {
   const __prefix___tensor_info* info = &__prefix___output_table[index];
   size_t j;
+  size_t bytes = __prefix___output_capacity(context, index);
+  (void)info;
   if (!__prefix___output_direct[index] || (uintptr_t)outputs[index] % __PREFIX___WORKSPACE_ALIGNMENT != 0) return 0;
   for (j = 0; __prefix___input_table[j].name != NULL; ++j) {
-    if (__prefix___overlaps(outputs[index], info->num_bytes, inputs[j], __prefix___input_table[j].num_bytes)) return 0;
+    if (__prefix___overlaps(outputs[index], bytes, inputs[j], __prefix___input_num_bytes(context, j))) return 0;
   }
   for (j = 0; __prefix___output_table[j].name != NULL; ++j) {
-    if (j != index && __prefix___overlaps(outputs[index], info->num_bytes, outputs[j], __prefix___output_table[j].num_bytes)) return 0;
+    if (j != index && __prefix___overlaps(outputs[index], bytes, outputs[j], __prefix___output_capacity(context, j))) return 0;
   }
   return 1;
 }
@@ -350,12 +488,12 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
 #if __PREFIX___STAGE_INPUTS
     if ((uintptr_t)inputs[i] % __PREFIX___WORKSPACE_ALIGNMENT != 0) {
       input_data[i] = context->arena + __prefix___input_staging[i];
-      memcpy(input_data[i], inputs[i], __prefix___input_table[i].num_bytes);
+      memcpy(input_data[i], inputs[i], __prefix___input_num_bytes(context, i));
     }
 #endif
   }
   for (i = 0; __prefix___output_table[i].name != NULL; ++i) {
-    in_place[i] = (unsigned char)__prefix___output_in_place(inputs, outputs, i);
+    in_place[i] = (unsigned char)__prefix___output_in_place(context, inputs, outputs, i);
   }
   for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {
     const __prefix___buffer_desc* desc = &__prefix___buffer_table[i];
@@ -417,7 +555,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[__prefix___output_buffers[i]].data, used);
-    memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
+    memset((unsigned char*)outputs[i] + used, 0, __prefix___output_capacity(context, i) - used);
   }
   return __PREFIX___OK;
 }
@@ -427,9 +565,31 @@ __prefix___status __prefix___output_shape(const __prefix___context* context, siz
   int32_t d;
   if (context == NULL || dims == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
   if (info == NULL) return __PREFIX___ERROR_COUNT_MISMATCH;
-  for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
+  for (d = 0; d < info->ndim; ++d) dims[d] = __prefix___io_extent(context, info, __prefix___output_buffers[index], d);
   if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
   return __PREFIX___OK;
+}
+
+__prefix___status __prefix___input_shape(const __prefix___context* context, size_t index, int64_t* dims) {
+  const __prefix___tensor_info* info = __prefix___input_info(index);
+  int32_t d;
+  if (context == NULL || dims == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  if (info == NULL) return __PREFIX___ERROR_COUNT_MISMATCH;
+  for (d = 0; d < info->ndim; ++d) dims[d] = __prefix___io_extent(context, info, __prefix___input_buffers[index], d);
+  return __PREFIX___OK;
+}
+
+size_t __prefix___input_num_bytes(const __prefix___context* context, size_t index) {
+  const __prefix___tensor_info* info = __prefix___input_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  return info->num_bytes / info->num_elements * __prefix___io_elements(context, info, __prefix___input_buffers[index]);
+}
+
+size_t __prefix___output_capacity(const __prefix___context* context, size_t index) {
+  const __prefix___tensor_info* info = __prefix___output_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  return info->num_bytes / info->num_elements * __prefix___io_elements(context, info, __prefix___output_buffers[index]);
 }
 
 size_t __prefix___output_num_bytes(const __prefix___context* context, size_t index) {
@@ -442,7 +602,7 @@ size_t __prefix___output_num_elements(const __prefix___context* context, size_t 
   const __prefix___tensor_info* info = __prefix___output_info(index);
   int64_t bound;
   if (context == NULL || info == NULL) return 0u;
-  if (info->dynamic_axis < 0) return info->num_elements;
+  if (info->dynamic_axis < 0) return __prefix___io_elements(context, info, __prefix___output_buffers[index]);
   bound = info->shape[info->dynamic_axis];
   return bound > 0 ? info->num_elements / (size_t)bound * (size_t)context->extents[index] : 0u;
 }
@@ -467,7 +627,7 @@ __prefix___status __prefix___run_buffers(__prefix___context* context, const void
     if (inputs[i] == NULL) {
       return __prefix___fail(context, __PREFIX___ERROR_NULL_ARGUMENT, "NULL buffer for input '", __prefix___input_table[i].name);
     }
-    if (input_bytes[i] != __prefix___input_table[i].num_bytes) {
+    if (input_bytes[i] != __prefix___input_num_bytes(context, i)) {
       return __prefix___fail(context, __PREFIX___ERROR_SIZE_MISMATCH, "wrong byte size for input '", __prefix___input_table[i].name);
     }
   }
@@ -475,7 +635,10 @@ __prefix___status __prefix___run_buffers(__prefix___context* context, const void
     if (outputs[i] == NULL) {
       return __prefix___fail(context, __PREFIX___ERROR_NULL_ARGUMENT, "NULL buffer for output '", __prefix___output_table[i].name);
     }
-    if (output_bytes[i] != __prefix___output_table[i].num_bytes) {
+    /* Static models: the exact size. With run-time dimensions: room for the output at the
+     * dimensions set (a buffer for the largest serves every run). */
+    if (__PREFIX___NUM_DIMS > 0 ? output_bytes[i] < __prefix___output_capacity(context, i)
+                                : output_bytes[i] != __prefix___output_capacity(context, i)) {
       return __prefix___fail(context, __PREFIX___ERROR_SIZE_MISMATCH, "wrong byte size for output '", __prefix___output_table[i].name);
     }
   }

@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   npy_array arrays[__PREFIX___NUM_INPUTS + 1];
   const void* inputs[__PREFIX___NUM_INPUTS + 1];
   size_t input_bytes[__PREFIX___NUM_INPUTS + 1];
+  const int64_t* input_shapes[__PREFIX___NUM_INPUTS + 1];
   void* outputs[__PREFIX___NUM_OUTPUTS];
   unsigned char* output_blocks[__PREFIX___NUM_OUTPUTS];
   size_t output_bytes[__PREFIX___NUM_OUTPUTS];
@@ -175,7 +176,8 @@ int main(int argc, char** argv) {
       goto done;
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
-    for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
+    /* With run-time dimensions the shapes choose them (checked when the context is made). */
+    for (d = 0; same_shape && __PREFIX___NUM_DIMS == 0 && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
     if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, __PREFIX___DTYPE_IS_RAW_BITS(info->dtype))) {
       char want[256], got[256], descr[64];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
@@ -187,6 +189,7 @@ int main(int argc, char** argv) {
     }
     inputs[k] = arrays[k].data;
     input_bytes[k] = arrays[k].data_bytes;
+    input_shapes[k] = arrays[k].shape;
   }
   for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) {
     output_bytes[k] = __prefix___output_info(k)->num_bytes;
@@ -225,6 +228,13 @@ int main(int argc, char** argv) {
                                 __PREFIX___WORKSPACE_BYTES, &context);
   if (status != __PREFIX___OK) {
     fprintf(stderr, "__prefix___cli: cannot create a context: %s\n", __prefix___status_string(status));
+    goto done;
+  }
+  status = __prefix___set_input_shapes(context, input_shapes);
+  if (status != __PREFIX___OK) {
+    char message[512];
+    fprintf(stderr, "__prefix___cli: the inputs' shapes: %s (%s)\n", __prefix___status_string(status),
+            printable(__prefix___last_error(context), message, sizeof(message)));
     goto done;
   }
   status = __prefix___context_set_threads(context, threads > __PREFIX___MAX_THREADS ? -1 : (int)threads);

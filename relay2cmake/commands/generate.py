@@ -103,6 +103,22 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         "Computing golden outputs (cross-checked references)",
         lambda: golden.compute(imported, accept_unconfirmed=options.allow_unverified),
     )
+    if imported.dims:  # the package is checked at its smallest and a middle shape too
+        reference = timed(
+            "golden-cases",
+            "Computing golden outputs at other values of the run-time dimensions",
+            lambda: dataclasses.replace(
+                reference,
+                dims=tuple(d.high for d in imported.dims),
+                cases=tuple(
+                    dataclasses.replace(
+                        golden.compute(golden.at_dims(imported, values), options.allow_unverified),
+                        dims=values,
+                    )
+                    for values in golden.case_dims(imported)
+                ),
+            ),
+        )
     # The references hold the source model (PyTorch's program is as large as its weights);
     # the golden data were all they were for.
     imported = dataclasses.replace(imported, references=())

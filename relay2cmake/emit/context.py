@@ -14,8 +14,16 @@ from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
 from relay2cmake.golden import GoldenData
 from relay2cmake.kernel_sets import wide_kernel_symbol
-from relay2cmake.naming import c_string_literal, cmake_version, comment_text, file_label, markdown_text
+from relay2cmake.naming import (
+    c_string_literal,
+    cmake_version,
+    comment_text,
+    file_label,
+    markdown_text,
+    unique_identifiers,
+)
 from relay2cmake.plan import PackagePlan
+from relay2cmake.symbolic import DimExpr, c_expression, corners, evaluate, largest
 from relay2cmake.targets import KernelTarget
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
@@ -56,10 +64,22 @@ def hash_banner(identity: PackageIdentity) -> str:
     return "\n".join(f"# {line}" for line in banner_lines(identity))
 
 
-def _shape_text(shape: tuple[int, ...], dynamic_axis: int | None = None) -> str:
-    """``[2, 3]``; a bounded dimension reads ``0..12``."""
-    dims = [f"0..{d}" if axis == dynamic_axis else str(d) for axis, d in enumerate(shape)]
-    return "[" + ", ".join(dims) + "]"
+def _shape_text(
+    shape: tuple[int, ...], dynamic_axis: int | None = None, symbolic: tuple = (), dims: tuple = ()
+) -> str:
+    """``[2, 3]``; a bounded dimension reads ``0..12``, one chosen at run time ``1..8`` (its
+    smallest and largest extents over the dimensions' ranges)."""
+    texts = []
+    for axis, extent in enumerate(shape):
+        expr = symbolic[axis] if symbolic else None
+        if axis == dynamic_axis:
+            texts.append(f"0..{extent}")
+        elif expr is not None:
+            values = [evaluate(expr, corner) for corner in corners(dims)]
+            texts.append(f"{min(values)}..{max(values)}")
+        else:
+            texts.append(str(extent))
+    return "[" + ", ".join(texts) + "]"
 
 
 @dataclass(frozen=True)
@@ -123,6 +143,7 @@ class BufferView:
     shape_text: str
     slot: int  # arena offset, input index or constant index, by home
     output: int  # the output it may be computed into directly, or -1
+    dynamic_shape: int  # -1, or the index of its first extent among the shape values
 
 
 @dataclass(frozen=True)
@@ -138,8 +159,31 @@ class StepView:
 
 @dataclass(frozen=True)
 class ArgView:
-    is_tensor: int  # 1: value is a buffer index; 0: value is an integer argument
+    kind: int  # <PREFIX>_ARG_INT (0), _TENSOR (1: value is a buffer index), _SIZE (2: a shape value's index)
     value: int
+
+
+@dataclass(frozen=True)
+class DimView:
+    """A dimension chosen at run time."""
+
+    index: int
+    name_literal: str  # a C string literal of the model's name for it
+    comment_name: str
+    markdown_name: str
+    c_name: str  # a C identifier
+    upper: str
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class ShapeValueView:
+    """An extent computed from the run-time dimensions when they are set."""
+
+    index: int
+    expression: str  # C, reading dims[k]
+    limit: int  # its largest value at the dimensions' bounds: what the arena holds
 
 
 @dataclass(frozen=True)
@@ -236,13 +280,19 @@ class PackageView:
     weights_file_bytes: int
     weights_sha256: str
     weights_sha256_bytes: str  # "0x12, 0x34, ..."
+    dims: tuple[DimView, ...]  # dimensions chosen at run time (none: a static model)
+    golden_cases: tuple[str, ...]  # tests/<folder> of golden data at other dimensions
+    shape_values: tuple[ShapeValueView, ...]
+    input_axis_dims: tuple[int, ...]  # per input axis, the dimension it gives, or -1
+    input_axis_first: tuple[int, ...]  # where input i's axes start in input_axis_dims
+    input_buffers: tuple[int, ...]
 
     def template_names(self) -> dict[str, Any]:
         """The names a template sees (the fields, not copied deeper)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _tensor_views(tensors, prefix: str, shapes: _Shapes) -> tuple[TensorView, ...]:
+def _tensor_views(tensors, prefix: str, shapes: _Shapes, dims: tuple = ()) -> tuple[TensorView, ...]:
     views = []
     for t in tensors:
         dtype = dtypes.lookup(t.dtype)
@@ -260,7 +310,7 @@ def _tensor_views(tensors, prefix: str, shapes: _Shapes) -> tuple[TensorView, ..
                 npy_descr=dtype.npy_descr,
                 ndim=len(t.shape),
                 shape_symbol=shapes.symbol(t.shape),
-                shape_text=_shape_text(t.shape, t.dynamic_axis),
+                shape_text=_shape_text(t.shape, t.dynamic_axis, t.symbolic, dims),
                 shape_values=", ".join(map(str, t.shape)),
                 dynamic_axis=-1 if t.dynamic_axis is None else t.dynamic_axis,
                 bounded=t.dynamic_axis is not None,
@@ -290,6 +340,15 @@ def context_bytes(plan: PackagePlan) -> int:
         + _DLTENSOR_BOUND * (len(plan.buffers) + 1)
         + _FFI_ANY_BYTES * (num_args + 1)
         + _POOL_BYTES
+        + 8 * (len(plan.dims) + 1)
+        + 16 * (_num_shape_values(plan) + 1)
+    )
+
+
+def _num_shape_values(plan: PackagePlan) -> int:
+    """As many as build_view makes: each extent of a symbolic buffer, each run-time size."""
+    return sum(len(b.shape) for b in plan.buffers if b.symbolic) + sum(
+        1 for step in plan.steps for a in step.args if a.kind == "dim"
     )
 
 
@@ -312,8 +371,17 @@ def build_view(
     wide_kernels = plan.kernels.wide_kernels
     c_fallback_arches = {arch for arch, o in plan.kernels.objects.items() if o.in_c}
     shapes = _Shapes(prefix)
-    inputs = _tensor_views(plan.inputs, prefix, shapes)
-    outputs = _tensor_views(plan.outputs, prefix, shapes)
+    inputs = _tensor_views(plan.inputs, prefix, shapes, plan.dims)
+    outputs = _tensor_views(plan.outputs, prefix, shapes, plan.dims)
+    # Every extent of a shape that depends on the run-time dimensions, and every size a
+    # kernel takes as an integer, gets a slot the context fills when they are set.
+    shape_values: list[ShapeValueView] = []
+
+    def shape_value(expr) -> int:
+        shape_values.append(
+            ShapeValueView(len(shape_values), c_expression(expr, "dims"), largest(expr, plan.dims))
+        )
+        return shape_values[-1].index
 
     buffers = []
     for b in plan.buffers:
@@ -327,9 +395,10 @@ def build_view(
                 dtype_bits=dtype.bits,
                 ndim=len(b.shape),
                 shape_symbol=shapes.symbol(b.shape),
-                shape_text=_shape_text(b.shape),
+                shape_text=_shape_text(b.shape, None, b.symbolic, plan.dims),
                 slot=b.slot,
                 output=b.output,
+                dynamic_shape=_dynamic_shape(b, shape_value),
             )
         )
 
@@ -349,7 +418,7 @@ def build_view(
                 scratch_bytes=step.scratch_bytes,
             )
         )
-        args.extend(ArgView(int(a.kind == "tensor"), a.value) for a in step.args)
+        args.extend(_arg_view(a, shape_value) for a in step.args)
 
     constants = tuple(
         ConstantView(file_offset=c.offset, dtype=c.dtype, shape_text=_shape_text(c.shape))
@@ -442,4 +511,64 @@ def build_view(
         weights_file_bytes=plan.weights.size,
         weights_sha256=plan.weights.sha256.hex(),
         weights_sha256_bytes=", ".join(f"0x{b:02x}" for b in plan.weights.sha256),
+        dims=_dim_views(plan),
+        golden_cases=tuple(f"golden_{k}" for k in range(1, len(golden.cases) + 1)),
+        shape_values=tuple(shape_values),
+        input_axis_dims=tuple(
+            _axis_dim(t.symbolic[axis]) if t.symbolic else -1
+            for t in plan.inputs
+            for axis in range(len(t.shape))
+        ),
+        input_axis_first=tuple(sum(len(t.shape) for t in plan.inputs[:i]) for i in range(len(plan.inputs))),
+        input_buffers=tuple(_input_buffer(plan, i) for i in range(len(plan.inputs))),
+    )
+
+
+def _dynamic_shape(buffer, shape_value) -> int:
+    """Where the buffer's extents start among the shape values, or -1 when static."""
+    if not buffer.symbolic:
+        return -1
+    indices = [
+        shape_value(expr if expr is not None else DimExpr("const", extent))
+        for expr, extent in zip(buffer.symbolic, buffer.shape, strict=True)
+    ]
+    return indices[0]
+
+
+def _arg_view(arg, shape_value) -> ArgView:
+    if arg.kind == "tensor":
+        return ArgView(1, arg.value)
+    if arg.kind == "dim":
+        return ArgView(2, shape_value(arg.expr))
+    return ArgView(0, arg.value)
+
+
+def _axis_dim(expr) -> int:
+    """The dimension an input axis gives (-1: fixed). Inputs' extents are plain dimensions
+    (the frontends make them so)."""
+    if expr is None:
+        return -1
+    if expr.op != "dim":
+        raise ValueError(f"an input extent is an expression ({expr}), not a dimension")
+    return expr.value
+
+
+def _input_buffer(plan: PackagePlan, index: int) -> int:
+    return next(b.index for b in plan.buffers if b.home == "input" and b.slot == index)
+
+
+def _dim_views(plan: PackagePlan) -> tuple[DimView, ...]:
+    c_names = unique_identifiers([d.name for d in plan.dims])
+    return tuple(
+        DimView(
+            index=i,
+            name_literal=c_string_literal(d.name),
+            comment_name=comment_text(d.name),
+            markdown_name=markdown_text(d.name),
+            c_name=c,
+            upper=c.upper(),
+            low=d.low,
+            high=d.high,
+        )
+        for i, (d, c) in enumerate(zip(plan.dims, c_names, strict=True))
     )

@@ -98,11 +98,20 @@ def static_source(text: str, view: PackageView) -> str:
 def golden_samples(golden: GoldenData) -> dict[str, bytes]:
     """The expected outputs the package keeps as every k-th element (``golden_stride``): gen
     checks the package against the whole outputs first, then writes these in their place."""
+    # A case at other dimensions is sampled like the largest (the golden test's stride
+    # table is the largest's) when it is large itself.
+    strides = [golden_stride(array.size) for array in golden.expected]
     return {
-        f"tests/golden/expected_{index}.npy": _npy_bytes(array.reshape(-1)[:: golden_stride(array.size)])
-        for index, array in enumerate(golden.expected)
+        f"tests/{folder}/expected_{index}.npy": _npy_bytes(array.reshape(-1)[:: strides[index]])
+        for folder, data in golden_folders(golden)
+        for index, array in enumerate(data.expected)
         if golden_stride(array.size) > 1
     }
+
+
+def golden_folders(golden: GoldenData) -> list[tuple[str, GoldenData]]:
+    """tests/golden (the largest dimensions), then tests/golden_1, ... for other cases."""
+    return [("golden", golden)] + [(f"golden_{k}", case) for k, case in enumerate(golden.cases, start=1)]
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -137,6 +146,8 @@ def metadata(
         "model": {"file": identity.model_file, "sha256": identity.model_sha256, "operators": list(operators)},
         "package": {"name": identity.name, "prefix": identity.prefix, "version": identity.version},
         "targets": list(identity.targets),
+        # Dimensions chosen at run time; the shapes above are at their largest values.
+        "dims": [{"name": d.name, "min": d.low, "max": d.high} for d in plan.dims],
         "inputs": [io(t) for t in plan.inputs],
         "outputs": [io(t) for t in plan.outputs],
         "weights_file": {
@@ -187,11 +198,12 @@ def render_package(
             files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
     # The only copy of the weights: compiled in by cmake/weights.cmake, or read at run time.
     files[view.weights_file] = plan.weights
-    for index, array in enumerate(golden.inputs):
-        files[f"tests/golden/input_{index}.npy"] = _npy_bytes(array)
-    for index, array in enumerate(golden.expected):
-        # Whole, for gen's own check; golden_samples() replaces the large ones afterwards.
-        files[f"tests/golden/expected_{index}.npy"] = _npy_bytes(array)
+    for folder, data in golden_folders(golden):
+        for index, array in enumerate(data.inputs):
+            files[f"tests/{folder}/input_{index}.npy"] = _npy_bytes(array)
+        for index, array in enumerate(data.expected):
+            # Whole, for gen's own check; golden_samples() replaces the large ones afterwards.
+            files[f"tests/{folder}/expected_{index}.npy"] = _npy_bytes(array)
     document = metadata(identity, plan, golden, operators)
     document["fallbacks"] = list(fallbacks)
     document["self_check"] = self_check

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from relay2cmake.errors import UserError
+from relay2cmake.symbolic import DimExpr, DimRange
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,10 @@ class TensorSignature:
     # The axis whose extent depends on the data (NonZero, Unique, Compress outputs); None
     # when the shape is static.
     dynamic_axis: int | None = None
+    # A shape that depends on dimensions chosen at run time (``ImportedModel.dims``): per
+    # axis, its extent as an expression over them, or None where static; ``shape`` then holds
+    # the largest extents. Empty: static.
+    symbolic: tuple[DimExpr | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class ImportedModel:
     """What every frontend produces.
 
     ``module`` is a Relax IRModule whose ``main`` takes the inputs, in ``inputs`` order,
-    with static shapes, and returns the outputs in ``outputs`` order (a tuple when there is
+    with static shapes (or with the dimensions of ``dims``), and returns the outputs in ``outputs`` order (a tuple when there is
     more than one). Weights are bound as constants.
     """
 
@@ -49,6 +54,9 @@ class ImportedModel:
     # Independent ways to run the source model, most trusted first (golden.py cross-checks
     # them with each other and with TVM's VM).
     references: tuple[Reference, ...] = ()
+    # The dimensions chosen at run time (``--input-shape x=1..8,...``), in the order of the
+    # C API's dims array; ``main`` carries them as TIR variables named by their symbols.
+    dims: tuple[DimRange, ...] = ()
 
 
 def file_sha256(path: Path) -> str:

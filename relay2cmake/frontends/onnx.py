@@ -36,6 +36,8 @@ from relay2cmake.frontends.onnx_weights import (
     is_external,
     mapped_values,
 )
+from relay2cmake.frontends.relax_signature import dim_symbol, with_dim_bounds
+from relay2cmake.symbolic import DimExpr, DimRange, symbolic_shape
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -134,57 +136,136 @@ def _dtype_name(elem_type: int, what: str) -> str:
 
 
 def _input_signatures(
-    model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]
-) -> tuple[TensorSignature, ...]:
+    model: onnx.ModelProto, input_shapes: dict[str, tuple[int | tuple[int, int], ...]]
+) -> tuple[tuple[TensorSignature, ...], tuple[DimRange, ...]]:
+    """The inputs' signatures and the dimensions chosen at run time. A dimension given as a
+    range ``LO..HI`` stays symbolic; inputs whose axes share an ONNX ``dim_param`` share its
+    value or range, so giving it once is enough (two different ones are an error)."""
     initializers = {init.name for init in model.graph.initializer}
     graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
     names = [vi.name for vi in graph_inputs]
     check_input_shape_names(input_shapes, names)
+    shared = _shared_dims(graph_inputs, input_shapes)
+    dims: dict[str, DimRange] = {}  # by the model's name for the dimension
     signatures = []
     for vi in graph_inputs:
         what = f"Input {vi.name!r}"
         if not vi.type.HasField("tensor_type"):
             raise ModelError(f"{what} is not a tensor (sequences, maps and optionals are not supported).")
         dtype = _dtype_name(vi.type.tensor_type.elem_type, what)
+        given = input_shapes.get(vi.name)
         if not vi.type.tensor_type.HasField("shape"):
-            if vi.name not in input_shapes:
+            if given is None:
                 raise UserError(
                     f"{what} has no shape in the model; give one with --input-shape {vi.name}=D0,D1,..."
                 )
-            signatures.append(TensorSignature(vi.name, dtype, input_shapes[vi.name]))
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        given = input_shapes.get(vi.name)
-        if given is not None and len(given) != len(dims):
-            raise UserError(
-                f"--input-shape for {vi.name!r} has {len(given)} dimensions but the input has {len(dims)} "
-                f"({_describe_dims(dims)})."
-            )
-        shape = []
-        for axis, dim in enumerate(dims):
-            static = dim.dim_value if dim.HasField("dim_value") else None
-            if static is not None and static < 0:
-                raise ModelError(
-                    f"{what} declares dimension {axis} as {static}; dimensions cannot be negative."
-                )
-            if given is not None:
-                if static is not None and static != given[axis]:
-                    raise UserError(
-                        f"--input-shape for {vi.name!r} sets dimension {axis} to {given[axis]}, "
-                        "but the model "
-                        f"fixes it to {static} ({_describe_dims(dims)})."
-                    )
-                shape.append(given[axis])
-            elif static is not None:
-                shape.append(static)
-            else:
-                label = f"{dim.dim_param!r}" if dim.dim_param else "unnamed"
+            axes = [(f"{vi.name}_{axis}", value) for axis, value in enumerate(given)]
+        else:
+            model_dims = vi.type.tensor_type.shape.dim
+            if given is not None and len(given) != len(model_dims):
                 raise UserError(
-                    f"{what} has a symbolic dimension {axis} ({label}; shape {_describe_dims(dims)}). "
-                    f"Fix it with --input-shape {vi.name}={','.join(_example_dims(dims))}."
+                    f"--input-shape for {vi.name!r} has {len(given)} dimensions but the input has "
+                    f"{len(model_dims)} ({_describe_dims(model_dims)})."
                 )
-        signatures.append(TensorSignature(vi.name, dtype, tuple(shape)))
-    return tuple(signatures)
+            axes = [
+                (dim.dim_param or f"{vi.name}_{axis}", _axis_value(vi, axis, dim, given, shared))
+                for axis, dim in enumerate(model_dims)
+            ]
+        shape, symbolic = [], []
+        for dim_name, value in axes:
+            if isinstance(value, int):
+                shape.append(value)
+                symbolic.append(None)
+                continue
+            if dim_name not in dims:
+                dims[dim_name] = DimRange(dim_name, f"dim{len(dims)}", *value)
+            shape.append(value[1])
+            symbolic.append(DimExpr("dim", list(dims).index(dim_name)))
+        signatures.append(
+            TensorSignature(vi.name, dtype, tuple(shape), symbolic=tuple(symbolic) if any(symbolic) else ())
+        )
+    return tuple(signatures), tuple(dims.values())
+
+
+def _shared_dims(graph_inputs, input_shapes) -> dict[str, int | tuple[int, int]]:
+    """What ``--input-shape`` gives each ONNX ``dim_param``, through any input that has it."""
+    shared: dict[str, int | tuple[int, int]] = {}
+    given_by: dict[str, str] = {}
+    for vi in graph_inputs:
+        given = input_shapes.get(vi.name)
+        if given is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for dim, value in zip(vi.type.tensor_type.shape.dim, given, strict=False):
+            if not dim.dim_param or dim.HasField("dim_value"):
+                continue
+            if dim.dim_param in shared and shared[dim.dim_param] != value:
+                raise UserError(
+                    f"--input-shape gives the dimension {dim.dim_param!r} as {_dim_text(shared[dim.dim_param])} "
+                    f"for {given_by[dim.dim_param]!r} and as {_dim_text(value)} for {vi.name!r}; inputs that "
+                    "share a dimension must agree."
+                )
+            shared[dim.dim_param] = value
+            given_by[dim.dim_param] = vi.name
+    return shared
+
+
+def _axis_value(vi, axis: int, dim, given, shared) -> int | tuple[int, int]:
+    """One axis of an input: the model's static value, or what ``--input-shape`` gives it
+    (directly or through a shared ``dim_param``)."""
+    static = dim.dim_value if dim.HasField("dim_value") else None
+    if static is not None and static < 0:
+        raise ModelError(
+            f"Input {vi.name!r} declares dimension {axis} as {static}; dimensions cannot be negative."
+        )
+    value = given[axis] if given is not None else shared.get(dim.dim_param) if dim.dim_param else None
+    if value is None:
+        if static is not None:
+            return static
+        model_dims = vi.type.tensor_type.shape.dim
+        label = f"{dim.dim_param!r}" if dim.dim_param else "unnamed"
+        example = ",".join(_example_dims(model_dims))
+        ranged = ",".join(
+            str(d.dim_value) if d.HasField("dim_value") else ("1..8" if i == axis else "1")
+            for i, d in enumerate(model_dims)
+        )
+        raise UserError(
+            f"Input {vi.name!r} has a symbolic dimension {axis} ({label}; shape {_describe_dims(model_dims)}). "
+            f"Fix it with --input-shape {vi.name}={example}, or give it a range chosen at run time, "
+            f"as in --input-shape {vi.name}={ranged}."
+        )
+    if static is not None and value != static:
+        raise UserError(
+            f"--input-shape for {vi.name!r} sets dimension {axis} to {_dim_text(value)}, but the model "
+            f"fixes it to {static} ({_describe_dims(vi.type.tensor_type.shape.dim)})."
+        )
+    return value
+
+
+def _tvm_shape(signature: TensorSignature, variables: dict) -> list:
+    """The input's shape for TVM's importer: a run-time dimension as a TIR variable named by
+    its symbol, one object per dimension (``variables``), so that inputs share it."""
+    from tvm import tirx
+
+    if not signature.symbolic:
+        return list(signature.shape)
+    return [
+        variables.setdefault(dim_symbol(sym), tirx.Var(dim_symbol(sym), "int64")) if sym else value
+        for value, sym in zip(signature.shape, signature.symbolic, strict=True)
+    ]
+
+
+def _onnx_shape(signature: TensorSignature) -> tuple[int | str, ...]:
+    """The input's declared shape for folding and TVM: a run-time dimension by its symbol."""
+    if not signature.symbolic:
+        return signature.shape
+    return tuple(
+        dim_symbol(sym) if sym else value
+        for value, sym in zip(signature.shape, signature.symbolic, strict=True)
+    )
+
+
+def _dim_text(value: int | tuple[int, int]) -> str:
+    return str(value) if isinstance(value, int) else f"{value[0]}..{value[1]}"
 
 
 def _describe_dims(dims) -> str:
@@ -294,8 +375,8 @@ def import_onnx(
     try:
         frozen = constant_input_values(model, constant_inputs or {})
         model = freeze_inputs(model, frozen) if frozen else model
-        inputs = _input_signatures(model, input_shapes)
-        set_input_shapes(model, {s.name: s.shape for s in inputs})
+        inputs, dims = _input_signatures(model, input_shapes)
+        set_input_shapes(model, {s.name: _onnx_shape(s) for s in inputs})
         _check_tensor_sizes(model, inputs)
         # Shape arithmetic and everything computed from constants become constants (in
         # place: the references read the file itself); this may also remove operators TVM
@@ -313,6 +394,7 @@ def import_onnx(
 
     from relay2cmake.frontends.onnx_converters import from_onnx
 
+    variables: dict = {}
     try:
         # The importer warns about renamed inputs and prints checker chatter; keep the
         # user's terminal for our own messages.
@@ -320,7 +402,7 @@ def import_onnx(
             warnings.simplefilter("ignore")
             module, bounded = from_onnx(
                 model,
-                shape_dict={s.name: list(s.shape) for s in inputs},
+                shape_dict={s.name: _tvm_shape(s, variables) for s in inputs},
                 dtype_dict={s.name: s.dtype for s in inputs},
                 opset=opset,
                 weights_folder=path.parent,
@@ -332,7 +414,8 @@ def import_onnx(
             f"TVM's ONNX importer failed on this model: {describe(exc)}" + _freeze_hint(model)
         ) from None
 
-    outputs = _output_signatures(module, output_names, bounded)
+    outputs = _output_signatures(module, output_names, bounded, dims)
+    module = with_dim_bounds(module, dims)
     return ImportedModel(
         module=module,
         inputs=inputs,
@@ -341,6 +424,7 @@ def import_onnx(
         source_sha256=file_sha256(path),
         operators=operators,
         references=_references(path, [s.name for s in inputs], frozen),
+        dims=dims,
     )
 
 
@@ -436,7 +520,7 @@ def _freeze_hint(model: onnx.ModelProto) -> str:
 
 
 def _output_signatures(
-    module, names: tuple[str, ...], bounded: dict[str, int]
+    module, names: tuple[str, ...], bounded: dict[str, int], dims: tuple[DimRange, ...] = ()
 ) -> tuple[TensorSignature, ...]:
     """Output dtypes and shapes as Relax inferred them (the ONNX declaration may omit them).
     A bounded output's shape is its upper bound; ``main`` also returns its extent."""
@@ -454,13 +538,6 @@ def _output_signatures(
                 "shape-like inputs or on operators computed at run time; freeze those with "
                 "--constant-input, as a static package needs every shape at generation time."
             )
-        dims = []
-        for dim in info.shape.values:
-            if not hasattr(dim, "value"):
-                raise ModelError(
-                    f"Output {name!r} has a shape that depends on the input data ({info.shape}); "
-                    "relay2cmake needs shapes known at generation time."
-                )
-            dims.append(int(dim.value))
-        signatures.append(TensorSignature(name, str(info.dtype), tuple(dims), bounded.get(name)))
+        shape, symbolic = symbolic_shape(info.shape.values, dims, f"Output {name!r}")
+        signatures.append(TensorSignature(name, str(info.dtype), shape, bounded.get(name), symbolic))
     return tuple(signatures)

@@ -50,14 +50,18 @@ def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx
     return model
 
 
-def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> None:
-    """Write the static shapes into the graph's input declarations (in place)."""
+def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int | str, ...]]) -> None:
+    """Write the shapes into the graph's input declarations (in place): numbers, or the
+    symbols of dimensions chosen at run time."""
     for vi in model.graph.input:
         if vi.name in shapes and vi.type.HasField("tensor_type"):
             dims = vi.type.tensor_type.shape.dim
             del dims[:]
             for value in shapes[vi.name]:
-                dims.add().dim_value = value
+                if isinstance(value, str):
+                    dims.add().dim_param = value
+                else:
+                    dims.add().dim_value = value
 
 
 def static_tensor_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...]]]:

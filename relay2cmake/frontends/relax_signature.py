@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import TensorSignature, check_input_shape_names
+from relay2cmake.symbolic import DimExpr, DimRange
 
 if TYPE_CHECKING:
     from tvm import relax
@@ -33,6 +34,12 @@ def bind_input_shapes(
 
     main = module["main"]
     check_input_shape_names(input_shapes, names)
+    ranged = [name for name, shape in input_shapes.items() if any(isinstance(d, tuple) for d in shape)]
+    if ranged:
+        raise UserError(
+            f"--input-shape gives {ranged[0]!r} a range: dimensions chosen at run time are supported for "
+            "ONNX models so far; give this model's inputs fixed sizes."
+        )
     bindings: dict[str, int] = {}
     for name, param in zip(names, main.params, strict=True):
         info = param.ty
@@ -63,6 +70,23 @@ def bind_input_shapes(
     if not bindings:
         return module
     return relax.transform.BindSymbolicVars(bindings, "main")(module)
+
+
+def dim_symbol(expr: DimExpr) -> str:
+    """The TIR variable of an input's run-time dimension (``DimRange.symbol``)."""
+    return f"dim{expr.value}"
+
+
+def with_dim_bounds(module: IRModule, dims: tuple[DimRange, ...]) -> IRModule:
+    """``main`` told the range of each run-time dimension (TVM's memory planning and
+    arithmetic read these attributes)."""
+    if not dims:
+        return module
+    main = module["main"]
+    main = main.with_attr("tir_var_lower_bound", {d.symbol: d.low for d in dims})
+    main = main.with_attr("tir_var_upper_bound", {d.symbol: d.high for d in dims})
+    module["main"] = main  # the importer's own module, not shared
+    return module
 
 
 def signature_of(info: relax.Type, name: str) -> TensorSignature:

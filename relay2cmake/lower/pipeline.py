@@ -39,6 +39,7 @@ from relay2cmake.lower.schedules import (
     schedule_function,
     schedule_module,
 )
+from relay2cmake.lower.specialise import at_values, dim_bounds, intermediate_scratch, is_symbolic
 from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
 
@@ -156,7 +157,13 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
             raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None
 
 
-def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase | None):
+def _wide_object(
+    prims,
+    prefix: str,
+    wide: KernelTarget,
+    tuning: TuningDatabase | None,
+    bounds: dict[str, int] | None = None,
+):
     """The AVX-512 twin: only the kernels that reduce and that a default schedule (or a
     tuning record) applies to, with symbols ``<prefix>_wide_*``; (None, {}) when there are
     none. The others run from the default set on every CPU: memory-bound and unscheduled
@@ -175,7 +182,7 @@ def _wide_object(prims, prefix: str, wide: KernelTarget, tuning: TuningDatabase 
     }
     if not chosen:
         return None, {}
-    return _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True)
+    return _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True, bounds=bounds)
 
 
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
@@ -199,11 +206,13 @@ def _object(
     tuned: dict[str, Any] | None = None,
     twin: bool = False,
     schedule: bool = True,
+    bounds: dict[str, int] | None = None,
 ) -> tuple[ObjectSet, dict[str, int]]:
     """One relocatable object for ``target``, with the backend function pointers renamed to
     this package's, and the scratch bytes per kernel. A kernel that LLVM cannot build is
     built unscheduled, and failing that left out: from the twin (the default set serves it)
-    or, in a default set, compiled from its C source beside the object."""
+    or, in a default set, compiled from its C source beside the object. ``bounds``: the
+    run-time dimensions' largest values, at which scratch is sized (``_scratch``)."""
     import tvm
 
     tuned = dict(tuned or {}) if schedule else {}
@@ -221,12 +230,12 @@ def _object(
             raise ModelError(f"LLVM could build none of the kernels for {target.label}") from None
         text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
     try:
-        scratch = llvm_ir.scratch_bytes(text, prefix)
+        scratch = _scratch(text, prims, prefix, target, serial, tuned, unscheduled, bounds)
     except llvm_ir.ParallelScratch:
-        serial = _serial_kernels(prims, prefix, target, tuned, unscheduled)
+        serial = _serial_kernels(prims, prefix, target, tuned, unscheduled, bounds)
         tuned = {name: f for name, f in tuned.items() if name not in serial}  # default, serial
         text, names = _llvm_ir(prims, prefix, target, serial, tuned, unscheduled)
-        scratch = llvm_ir.scratch_bytes(text, prefix)
+        scratch = _scratch(text, prims, prefix, target, serial, tuned, unscheduled, bounds)
     with tempfile.TemporaryDirectory(prefix="relay2cmake-") as folder:
         ir_path, object_path = Path(folder) / "kernels.ll", Path(folder) / "kernels.o"
         ir_path.write_text(text)
@@ -269,8 +278,34 @@ def _unbuildable_kernels(
     return frozenset(unscheduled), frozenset(left_out)
 
 
+def _scratch(
+    text: str,
+    prims,
+    prefix: str,
+    target: KernelTarget,
+    serial: frozenset[str],
+    tuned: dict[str, Any],
+    unscheduled: frozenset[str],
+    bounds: dict[str, int] | None,
+) -> dict[str, int]:
+    """Scratch bytes per kernel of the LLVM IR ``text``; with run-time dimensions, read from
+    the same kernels built at the dimensions' largest values (their requests in ``text``
+    have sizes known only at run time)."""
+    if bounds and any(is_symbolic(f) for f in prims.functions.values()):
+        largest = at_values(prims, bounds)
+        tuned = {name: f for name, f in tuned.items() if not is_symbolic(prims[name])}
+        text = _llvm_ir(largest, prefix, target, serial, tuned, unscheduled)[0]
+        return _merged(llvm_ir.scratch_bytes(text, prefix), intermediate_scratch(prims, bounds))
+    return llvm_ir.scratch_bytes(text, prefix)
+
+
 def _serial_kernels(
-    prims, prefix: str, target: KernelTarget, tuned: dict[str, Any], unscheduled: frozenset[str]
+    prims,
+    prefix: str,
+    target: KernelTarget,
+    tuned: dict[str, Any],
+    unscheduled: frozenset[str],
+    bounds: dict[str, int] | None = None,
 ) -> frozenset[str]:
     """Kernels whose parallel loops would allocate scratch (the arena's scratch is one stack
     per context, which concurrent tasks cannot share), found one by one: they are scheduled
@@ -280,7 +315,7 @@ def _serial_kernels(
     def allocates_in_parallel(module) -> bool:
         try:
             text = _llvm_ir(module, prefix, target, frozenset(), tuned, unscheduled)[0]
-            llvm_ir.scratch_bytes(text, prefix)
+            _scratch(text, module, prefix, target, frozenset(), tuned, unscheduled, bounds)
         except llvm_ir.ParallelScratch:
             return True
         return False
@@ -422,12 +457,22 @@ def rewrite_relax(
 
 
 def _pipeline(module):
+    """TVM's CPU pipeline without ``VMShapeLower``: that pass moves shapes into the VM's
+    shape heap; without it every allocation keeps its shape as an expression (of run-time
+    dimensions, when there are any), which ``plan.py`` reads."""
     import tvm
-    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
 
     c_target = tvm.target.Target("c")
+    finalize = [p for p in cpu.finalize_passes(c_target) if p.info.name != "VMShapeLower"]
+    passes = (
+        cpu.library_dispatch_passes(c_target)
+        + cpu.legalize_passes(c_target)
+        + cpu.dataflow_lower_passes(c_target)
+        + finalize
+    )
     with c_target:
-        return relax.backend.cpu_generic.get_default_pipeline(c_target)(module)
+        return tvm.transform.Sequential(passes)(module)
 
 
 def lowered_module(
@@ -544,17 +589,23 @@ def lower(
         return LoweredModel(
             prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
-    source = build_kernels(
-        _cut_products_tiled(prims) if optimise else prims, c_target, "C code"
-    ).inspect_source()
-    scratch = c_source.scratch_bytes(source)
+    as_c = _cut_products_tiled(prims) if optimise else prims
+    source = build_kernels(as_c, c_target, "C code").inspect_source()
+    bounds = dim_bounds(main)
+    # With run-time dimensions, scratch is what the kernels ask for at the largest values.
+    sized = build_kernels(at_values(as_c, bounds), c_target, "C code").inspect_source() if bounds else source
+    scratch = c_source.scratch_bytes(sized)
+    if bounds:
+        scratch = _merged(scratch, intermediate_scratch(as_c, bounds))
     objects, skipped = {}, {}
     for target in targets:
         if not target.is_object:
             continue
         tuned = _tuned(prims, tuning) if tuning is not None and tuning.target == target.label else {}
         try:
-            object_set, object_scratch = _object(prims, prefix, target, tuned, schedule=optimise)
+            object_set, object_scratch = _object(
+                prims, prefix, target, tuned, schedule=optimise, bounds=bounds
+            )
         except ModelError as exc:  # the C kernels still serve this architecture
             skipped[target.label] = str(exc)
             continue
@@ -567,7 +618,7 @@ def lower(
         wide = target.wide_variant() if optimise else None
         if wide is not None:
             try:
-                wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning)
+                wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning, bounds)
             except ModelError as exc:  # the default set still serves AVX-512 CPUs
                 skipped[wide.label] = str(exc)
                 wide_set = None

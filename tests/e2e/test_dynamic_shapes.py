@@ -1,0 +1,103 @@
+"""Dimensions chosen at run time: one package, built once, run at many batch sizes."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from packaging_helpers import build_package, onnxruntime_outputs
+
+BATCHES = (1, 2, 3, 5, 8)
+
+
+def _batched_cnn() -> onnx.ModelProto:
+    """Conv → ReLU → global pool → Gemm, plus a second input sharing the batch dimension."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "g"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("MatMul", ["f", "g"], ["m"]),
+        helper.make_node("Add", ["m", "bias"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "batched_cnn",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16]),
+            helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["N", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    work = tmp_path_factory.mktemp("dynamic_cnn")
+    model = work / "batched_cnn.onnx"
+    onnx.save(_batched_cnn(), str(model))
+    # The range is given for x only; bias shares it through the ONNX dimension name.
+    return build_package(model, work, "BatchedCnn", ["--input-shape", "x=1..8,3,16,16"])
+
+
+def _run_cli(package, arrays, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, array in enumerate(arrays):
+        paths.append(str(folder / f"in_{index}.npy"))
+        np.save(paths[-1], array)
+    return subprocess.run(
+        [str(package.cli), "--output-dir", str(folder / "out"), *paths], capture_output=True, text=True
+    )
+
+
+def test_one_package_matches_onnxruntime_at_every_batch(package, tmp_path):
+    metadata = package.metadata
+    header = (package.source / "include" / "batchedcnn" / "batchedcnn.h").read_text()
+    assert "#define BATCHEDCNN_DIM_N_MIN 1" in header and "#define BATCHEDCNN_DIM_N_MAX 8" in header
+    # The golden test ran at the largest, the smallest and a middle batch (ctest in build_package).
+    assert sorted(p.name for p in (package.source / "tests").glob("golden*")) == [
+        "golden",
+        "golden_1",
+        "golden_2",
+    ]
+    for batch in BATCHES:
+        rng = np.random.default_rng(batch)
+        arrays = [
+            rng.standard_normal((batch, 3, 16, 16)).astype(np.float32),
+            rng.standard_normal((batch, 4)).astype(np.float32),
+        ]
+        result = _run_cli(package, arrays, tmp_path / f"b{batch}")
+        assert result.returncode == 0, result.stderr
+        got = np.load(tmp_path / f"b{batch}" / "out" / "output_0.npy")
+        (want,) = onnxruntime_outputs(package.model, metadata, arrays)
+        assert got.shape == (batch, 4)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_out_of_range_and_inputs_that_disagree_are_errors(package, tmp_path):
+    rng = np.random.default_rng(1)
+    too_large = [rng.standard_normal((9, 3, 16, 16)).astype(np.float32), np.zeros((9, 4), np.float32)]
+    result = _run_cli(package, too_large, tmp_path / "large")
+    assert result.returncode == 1
+    assert "dimension outside its range" in result.stderr and "'N'" in result.stderr
+
+    disagree = [rng.standard_normal((2, 3, 16, 16)).astype(np.float32), np.zeros((3, 4), np.float32)]
+    result = _run_cli(package, disagree, tmp_path / "disagree")
+    assert result.returncode == 1
+    assert "inputs disagree on a dimension" in result.stderr and "'bias'" in result.stderr
+
+    wrong_fixed = [rng.standard_normal((2, 3, 16, 15)).astype(np.float32), np.zeros((2, 4), np.float32)]
+    result = _run_cli(package, wrong_fixed, tmp_path / "fixed")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "Segmentation" not in result.stderr
