@@ -302,7 +302,11 @@ def inspect(
         from relay2cmake.frontends import check_model_path
 
         check_model_path(model)
-        shapes = parse_input_shapes(input_shape)
+        # A range is inspected at its largest value.
+        shapes = {
+            name: tuple(d[1] if isinstance(d, tuple) else d for d in dims)
+            for name, dims in parse_input_shapes(input_shape).items()
+        }
         from relay2cmake.commands.inspect import inspect_model, render_text
 
         report = inspect_model(model, shapes)

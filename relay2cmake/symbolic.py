@@ -143,7 +143,8 @@ def symbolic_shape(
     """A Relax shape as (largest extents, per-axis expressions or None); empty expressions
     when every extent is static."""
     symbols = {d.symbol: i for i, d in enumerate(dims)}
-    shape, symbolic = [], []
+    shape: list[int] = []
+    symbolic: list[DimExpr | None] = []
     for dim in values:
         if hasattr(dim, "value"):
             shape.append(int(dim.value))

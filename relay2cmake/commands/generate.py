@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from relay2cmake import naming
 from relay2cmake.emit.output_folder import check_output_dir, commit_package, discard_staging
 from relay2cmake.errors import ModelError
-from relay2cmake.frontends import import_model
+from relay2cmake.frontends import InputShapes, import_model
 from relay2cmake.lower import tuning_db
 from relay2cmake.targets import KernelTarget, parse_targets
 
@@ -35,7 +35,7 @@ class GenerateOptions:
     out: Path
     name: str | None = None
     version: str = "1.0.0"
-    input_shapes: dict[str, tuple[int, ...]] | None = None
+    input_shapes: InputShapes | None = None
     targets: tuple[str, ...] = ()  # --target values; none: c plus the host architecture
     force: bool = False
     constant_inputs: dict[str, str] | None = None  # ONNX input name → .npy path or "1,2,3"

@@ -88,7 +88,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
         from relay2cmake.commands import inspect_programs
 
         read = inspect_programs.inspect_pt2 if suffix == ".pt2" else inspect_programs.inspect_tvmscript
-        return read(path, input_shapes)
+        return read(path, dict(input_shapes))
     if suffix != ".onnx":
         raise UserError(
             f"inspect reads ONNX models (.onnx), PyTorch exported programs (.pt2) and TVMScript "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from relay2cmake import arena
 from relay2cmake.commands.inspect_report import Report, TensorReport
 from relay2cmake.errors import ModelError, UserError
-from relay2cmake.frontends import check_input_shape_names
+from relay2cmake.frontends import InputShapes, check_input_shape_names
 
 if TYPE_CHECKING:
     from tvm import relax
@@ -96,7 +96,7 @@ def _unsupported_aten(program) -> list[str]:
     ]
 
 
-def inspect_pt2(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Report:
+def inspect_pt2(path: Path, input_shapes: InputShapes) -> Report:
     from relay2cmake.frontends.torch import load_program, user_input_names
 
     program = load_program(path)
@@ -233,7 +233,7 @@ def _unlegalizable(operators: list[str]) -> list[str]:
     return missing
 
 
-def inspect_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Report:
+def inspect_tvmscript(path: Path, input_shapes: InputShapes) -> Report:
     from relay2cmake.frontends.relax_signature import bind_input_shapes
     from relay2cmake.frontends.tvmscript import load_module, operators
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from relay2cmake.errors import ModelError, UserError, describe
+from relay2cmake.frontends import InputShapes
 from relay2cmake.lower.tuning_db import TuningDatabase, TuningRecord, normalized, workload_hash
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class TuneReport:
 
 def tune(
     model: Path,
-    input_shapes: dict[str, tuple[int, ...]] | None,
+    input_shapes: InputShapes | None,
     constant_inputs: dict[str, str] | None,
     target_spec: tuple[str, ...],
     trials: int,

@@ -11,6 +11,9 @@ from typing import Any
 from relay2cmake.errors import UserError
 from relay2cmake.symbolic import DimExpr, DimRange
 
+# --input-shape: per input, each dimension a number or a range (LO, HI) chosen at run time.
+InputShapes = dict[str, tuple[int | tuple[int, int], ...]]
+
 
 @dataclass(frozen=True)
 class TensorSignature:
@@ -41,7 +44,8 @@ class ImportedModel:
     """What every frontend produces.
 
     ``module`` is a Relax IRModule whose ``main`` takes the inputs, in ``inputs`` order,
-    with static shapes (or with the dimensions of ``dims``), and returns the outputs in ``outputs`` order (a tuple when there is
+    with static shapes (or with the dimensions of ``dims``), and returns the outputs in
+    ``outputs`` order (a tuple when there is
     more than one). Weights are bound as constants.
     """
 
@@ -107,7 +111,7 @@ def load_tvm(path: Path) -> None:
 
 
 def import_model(
-    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None = None
+    path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None = None
 ) -> ImportedModel:
     """Choose the frontend by file extension and import the model; ``main``'s parameters get
     safe names (the originals stay in ``inputs``)."""
@@ -120,7 +124,7 @@ def import_model(
 
 
 def _import_by_format(
-    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None
+    path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None
 ) -> ImportedModel:
     check_model_path(path)
     load_tvm(path)

@@ -16,6 +16,7 @@ from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.frontends import (
     ImportedModel,
+    InputShapes,
     Reference,
     TensorSignature,
     check_input_shape_names,
@@ -171,7 +172,8 @@ def _input_signatures(
                 (dim.dim_param or f"{vi.name}_{axis}", _axis_value(vi, axis, dim, given, shared))
                 for axis, dim in enumerate(model_dims)
             ]
-        shape, symbolic = [], []
+        shape: list[int] = []
+        symbolic: list[DimExpr | None] = []
         for dim_name, value in axes:
             if isinstance(value, int):
                 shape.append(value)
@@ -200,7 +202,8 @@ def _shared_dims(graph_inputs, input_shapes) -> dict[str, int | tuple[int, int]]
                 continue
             if dim.dim_param in shared and shared[dim.dim_param] != value:
                 raise UserError(
-                    f"--input-shape gives the dimension {dim.dim_param!r} as {_dim_text(shared[dim.dim_param])} "
+                    f"--input-shape gives the dimension {dim.dim_param!r} as "
+                    f"{_dim_text(shared[dim.dim_param])} "
                     f"for {given_by[dim.dim_param]!r} and as {_dim_text(value)} for {vi.name!r}; inputs that "
                     "share a dimension must agree."
                 )
@@ -229,7 +232,8 @@ def _axis_value(vi, axis: int, dim, given, shared) -> int | tuple[int, int]:
             for i, d in enumerate(model_dims)
         )
         raise UserError(
-            f"Input {vi.name!r} has a symbolic dimension {axis} ({label}; shape {_describe_dims(model_dims)}). "
+            f"Input {vi.name!r} has a symbolic dimension {axis} ({label}; "
+            f"shape {_describe_dims(model_dims)}). "
             f"Fix it with --input-shape {vi.name}={example}, or give it a range chosen at run time, "
             f"as in --input-shape {vi.name}={ranged}."
         )
@@ -366,7 +370,7 @@ def constant_input_values(model: onnx.ModelProto, raw: dict[str, str]) -> dict[s
 
 
 def import_onnx(
-    path: Path, input_shapes: dict[str, tuple[int, ...]], constant_inputs: dict[str, str] | None = None
+    path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None = None
 ) -> ImportedModel:
     model = load_checked(path)
     opset = _opset(model)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx
     return model
 
 
-def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int | str, ...]]) -> None:
+def set_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple[int | str, ...]]) -> None:
     """Write the shapes into the graph's input declarations (in place): numbers, or the
     symbols of dimensions chosen at run time."""
     for vi in model.graph.input:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from relay2cmake.errors import ModelError, UserError
-from relay2cmake.frontends import TensorSignature, check_input_shape_names
+from relay2cmake.frontends import InputShapes, TensorSignature, check_input_shape_names
 from relay2cmake.symbolic import DimExpr, DimRange
 
 if TYPE_CHECKING:
@@ -21,9 +21,7 @@ def _dims(shape) -> list:
     return list(shape.values) if shape is not None and hasattr(shape, "values") else []
 
 
-def bind_input_shapes(
-    module: IRModule, names: list[str], input_shapes: dict[str, tuple[int, ...]]
-) -> IRModule:
+def bind_input_shapes(module: IRModule, names: list[str], input_shapes: InputShapes) -> IRModule:
     """``module`` with every symbolic dimension of ``main``'s inputs replaced by a number.
 
     ``names[i]`` is the user-facing name of parameter i. A symbolic dimension that no
@@ -64,7 +62,9 @@ def bind_input_shapes(
                         f"Input {name!r} has a symbolic dimension {axis} ({dim.name}). "
                         f"Fix it with --input-shape {name}=D0,D1,..."
                     )
-                bindings.setdefault(dim.name, given[axis])
+                value = given[axis]
+                assert isinstance(value, int)  # ranges were refused above
+                bindings.setdefault(dim.name, value)
             else:
                 raise ModelError(f"Input {name!r} has a computed dimension {dim}; give static shapes.")
     if not bindings:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from relay2cmake.errors import ModelError, UserError, describe
-from relay2cmake.frontends import ImportedModel, Reference, file_sha256
+from relay2cmake.frontends import ImportedModel, InputShapes, Reference, file_sha256
 from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
 from relay2cmake.frontends.torch_converters import CONVERTERS
 
@@ -84,7 +84,7 @@ def _empty_1d(node) -> bool:
     return shape is not None and len(shape) == 1 and int(shape[0]) == 0
 
 
-def import_torch(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def import_torch(path: Path, input_shapes: InputShapes) -> ImportedModel:
     program = load_program(path)
     _drop_empty_concat_inputs(program)
     names = user_input_names(program)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from relay2cmake.errors import ModelError, describe
-from relay2cmake.frontends import ImportedModel, file_sha256
+from relay2cmake.frontends import ImportedModel, InputShapes, file_sha256
 from relay2cmake.frontends.relax_signature import bind_input_shapes, main_signatures
 
 
@@ -53,7 +53,7 @@ def load_module(path: Path) -> Any:
     return module
 
 
-def import_tvmscript(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> ImportedModel:
+def import_tvmscript(path: Path, input_shapes: InputShapes) -> ImportedModel:
     module = load_module(path)
     names = [p.name for p in module["main"].params]
     module = bind_input_shapes(module, names, input_shapes)

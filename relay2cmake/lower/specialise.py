@@ -52,7 +52,8 @@ def at_values(prims: IRModule, values: dict[str, int]) -> IRModule:
             continue
         # TVM binds a variable through a parameter whose extent is that variable alone; the
         # others' extents follow from it.
-        replaced, bound = {}, set()
+        replaced: dict = {}
+        bound: set[str] = set()
         for param in func.params:
             dims = list(param.shape) if hasattr(param, "shape") else []
             symbolic = [d for d in dims if not isinstance(d, tirx.IntImm)]
