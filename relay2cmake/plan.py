@@ -296,6 +296,17 @@ class _Builder:
 
         return re.sub(re.escape(INPUT_MARK) + r"(\d+)", name, text)
 
+    def is_size(self, expr) -> bool:
+        """A TIR integer expression of the run-time dimensions (Relax and TIR variables share
+        one class: a dimension is known by its symbol)."""
+        from tvm import tirx
+
+        arithmetic: tuple = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max)
+        arithmetic += (tirx.Cast,)
+        if isinstance(expr, arithmetic):
+            return True
+        return isinstance(expr, tirx.Var) and expr.name in {d.symbol for d in self.imported.dims}
+
     def call_kernel(self, name: str, symbol: str, args, step: int) -> None:
         import tvm
         from tvm import relax
@@ -305,9 +316,10 @@ class _Builder:
             if isinstance(arg, tvm.tirx.IntImm):
                 packed.append(Arg("int", int(arg.value)))
                 continue
-            if isinstance(arg, relax.ShapeExpr):
-                # Sizes the kernel takes as integers (TVM's ``tir_vars``), one argument each.
-                values = list(arg.values)
+            if isinstance(arg, relax.ShapeExpr) or self.is_size(arg):
+                # Sizes the kernel takes as integers (TVM's ``tir_vars``, a builtin's bounds),
+                # one argument each, computed from the run-time dimensions.
+                values = list(arg.values) if isinstance(arg, relax.ShapeExpr) else [arg]
                 _, exprs = self.shape_of(relax.ShapeExpr(values))
                 for position, value in enumerate(values):
                     expr = exprs[position] if exprs else None

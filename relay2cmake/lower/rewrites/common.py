@@ -30,6 +30,15 @@ def static_shape(expr: relax.Expr) -> list[int] | None:
     return static_dims(getattr(expr, "ty", None))
 
 
+def shape_extents(expr: relax.Expr) -> list | None:
+    """The expression's shape as TIR integers (numbers, or expressions of run-time
+    dimensions), or None when its rank or shape is unknown."""
+    ty = getattr(expr, "ty", None)
+    shape = getattr(ty, "shape", None)
+    values = getattr(shape, "values", None)
+    return None if values is None else list(values)
+
+
 def constant_or_self(mutator: relax.PyExprMutator, expr: relax.Expr) -> relax.Expr:
     """What a dataflow variable is bound to (a folded transpose's constant, or the call that
     computed it, as the mutator saw or emitted it), or ``expr`` itself."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from relay2cmake.builtins import CHECK_INDICES, INPUT_MARK
 from relay2cmake.errors import ModelError
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, shape_extents, static_shape
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -50,27 +50,39 @@ _COORDINATE_OPERATORS = {
 _GRID_LIMIT = 1e4
 
 
-def _bounds(name: str, call, data_shape: list[int], indices_shape: list[int]) -> list[int] | None:
-    """The bounds the indices' last axis cycles through (one bound: every index has it).
-    None: this call needs no check."""
+def _bounds(name: str, call, data_shape: list, indices_shape: list) -> list | None:
+    """The bounds the indices' last axis cycles through (one bound: every index has it), as
+    numbers or, with run-time dimensions, TIR expressions of them. None: no check needed."""
     attrs = call.attrs
     if name == "relax.take":
         if str(attrs.mode) != "fast":
             return None  # "clip" and "wrap" keep indices in range themselves
         axis = attrs.axis
-        return [int(np.prod(data_shape))] if axis is None else [data_shape[int(axis)]]
+        return [_product(data_shape)] if axis is None else [data_shape[int(axis)]]
     if name in ("relax.gather_elements", "relax.scatter_elements"):
         return [data_shape[int(attrs.axis)]]
     if name == "relax.gather_nd":
         batch = int(attrs.batch_dims)
-        return data_shape[batch : batch + indices_shape[-1]]
+        return data_shape[batch : batch + int(indices_shape[-1])]
     if name == "relax.scatter_nd":
-        return data_shape[: indices_shape[-1]]
+        return data_shape[: int(indices_shape[-1])]
     return None
 
 
-def _describe(operator: str, data_shape: list[int]) -> str:
-    return f"{operator} on a {'x'.join(str(d) for d in data_shape) or 'scalar'} tensor"
+def _product(extents: list):
+    result = 1
+    for extent in extents:
+        result = result * extent
+    return result
+
+
+def _is_number(extent) -> bool:
+    return isinstance(extent, int) or hasattr(extent, "value")
+
+
+def _describe(operator: str, data_shape: list) -> str:
+    extents = [str(int(d)) if _is_number(d) else "n" for d in data_shape]  # n: chosen at run time
+    return f"{operator} on a {'x'.join(extents) or 'scalar'} tensor"
 
 
 def _wrapped_constant(operator: str, values: np.ndarray, bounds: list[int]) -> np.ndarray:
@@ -104,16 +116,17 @@ def check_indices(module: IRModule) -> IRModule:
             name = ops.get(call.op)
             if name is None:
                 return call
-            data_shape = static_shape(call.args[0])
             if name in _COORDINATE_OPERATORS:
-                return self._coordinates(call, name, data_shape)
+                return self._coordinates(call, name, static_shape(call.args[0]))
+            # Extents are numbers, or expressions of run-time dimensions (checked at run time).
+            data_shape = shape_extents(call.args[0])
             operator = _OPERATORS[name]
             if name in ("relax.index_tensor", "relax.index_put"):
                 return self._per_axis_indices(call, operator, data_shape)
             indices = call.args[1]
-            indices_shape = static_shape(indices)
+            indices_shape = shape_extents(indices)
             if data_shape is None or indices_shape is None:
-                raise ModelError(f"{operator} needs static shapes to check its indices.")
+                raise ModelError(f"{operator} needs tensors of known rank to check its indices.")
             bounds = _bounds(name, call, data_shape, indices_shape)
             if not bounds:
                 return call
@@ -212,8 +225,8 @@ def check_indices(module: IRModule) -> IRModule:
                     if bound >= 0 and not ((values[:, column] >= 0) & (values[:, column] < bound)).all():
                         raise ModelError(f"{operator} has a constant batch index outside [0, {bound}).")
                 return indices
-            if isinstance(indices, tvm.ir.GenericConst):
-                wrapped = _wrapped_constant(operator, indices.value.numpy(), bounds)
+            if isinstance(indices, tvm.ir.GenericConst) and all(_is_number(b) for b in bounds):
+                wrapped = _wrapped_constant(operator, indices.value.numpy(), [int(b) for b in bounds])
                 return relax.const(wrapped, dtype)
             site = _describe(operator, data_shape)
             parameter = re.fullmatch(r"input_(\d+)", indices.name) if isinstance(indices, relax.Var) else None
@@ -222,7 +235,7 @@ def check_indices(module: IRModule) -> IRModule:
                 # its own name in the message.
                 site += f" (indices from {INPUT_MARK}{parameter.group(1)})"
             args = [indices, tvm.ir.StringImm(site)]
-            args += [relax.prim_value(int(b)) for b in bounds]
+            args += [relax.prim_value(int(b) if _is_number(b) else b) for b in bounds]
             return self.builder_.emit(
                 relax.call_dps_packed(CHECK_INDICES, relax.Tuple(args), out_ty=indices.ty)
             )
