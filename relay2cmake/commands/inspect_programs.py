@@ -245,7 +245,7 @@ def inspect_tvmscript(path: Path, input_shapes: InputShapes) -> Report:
         TensorReport(n, str(p.ty.dtype), _relax_shape(p.ty)) for n, p in zip(names, main.params, strict=True)
     ]
     try:
-        static_main = bind_input_shapes(module, names, input_shapes)["main"]
+        static_main = bind_input_shapes(module, names, input_shapes)[0]["main"]
         lifetimes = _relax_lifetimes(static_main)
     except (UserError, ModelError):  # a symbolic dimension --input-shape does not fix: no estimate
         static_main, lifetimes = main, None

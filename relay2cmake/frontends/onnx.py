@@ -396,9 +396,10 @@ def import_onnx(
         raise _unsupported_error(problems)
     output_names = _output_names(model)
 
-    from relay2cmake.frontends.onnx_converters import from_onnx
+    from relay2cmake.frontends.onnx_converters import DIM_BOUNDS, from_onnx
 
     variables: dict = {}
+    bounds_token = DIM_BOUNDS.set({d.symbol: d.high for d in dims})
     try:
         # The importer warns about renamed inputs and prints checker chatter; keep the
         # user's terminal for our own messages.
@@ -417,6 +418,8 @@ def import_onnx(
         raise ModelError(
             f"TVM's ONNX importer failed on this model: {describe(exc)}" + _freeze_hint(model)
         ) from None
+    finally:
+        DIM_BOUNDS.reset(bounds_token)
 
     outputs = _output_signatures(module, output_names, bounded, dims)
     module = with_dim_bounds(module, dims)

@@ -24,6 +24,7 @@ Relax from static shapes:
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ from relay2cmake.frontends import onnx_bounded
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.relax_shapes import static_dims
 from relay2cmake.tensor_memory import adopted_tensor
+
+# The largest values of the run-time dimensions (symbol → value) while a model with them is
+# imported: a recurrent operator over a sequence of run-time length is unrolled to it.
+DIM_BOUNDS: ContextVar[dict[str, int] | None] = ContextVar("DIM_BOUNDS", default=None)
 
 
 def _static_shape(expr: relax.Expr) -> list[int]:
@@ -89,7 +94,23 @@ class _Recurrent(OnnxOpConverter):
         layout = attr.get("layout", 0)
         if layout == 1:
             x = bb.emit(relax.op.permute_dims(x, [1, 0, 2]))
-        seq_len, batch, _ = _static_shape(x)
+        extent = x.ty.shape.values[0]
+        # A sequence of run-time length L: unrolled to its largest value; steps from L on
+        # leave the state as it was and output zeros (ONNX's sequence_lens semantics), and
+        # Y is cut to L. A reverse pass thus starts at step L - 1, as it should.
+        length = None
+        if not hasattr(extent, "value"):
+            if sequence_lens is not None or not isinstance(extent, tvm.tirx.Var):
+                raise NotImplementedError(
+                    f"{cls.__name__} over a sequence of run-time length with sequence_lens"
+                )
+            seq_len = (DIM_BOUNDS.get() or {}).get(extent.name)
+            if seq_len is None:
+                raise NotImplementedError(f"{cls.__name__} over a sequence of unknown length")
+            length = bb.emit(relax.op.shape_to_tensor(relax.ShapeExpr([extent])))
+            batch = int(x.ty.shape.values[1])
+        else:
+            seq_len, batch, _ = _static_shape(x)
         if sequence_lens is not None:
             lengths = get_constant(sequence_lens, params)
             if not hasattr(lengths, "value") or np.any(lengths.value.numpy() != seq_len):
@@ -104,7 +125,9 @@ class _Recurrent(OnnxOpConverter):
         per_direction = len(cls.default_activations)
         dtype = str(x.ty.dtype)
         steps = [
-            bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
+            bb.emit(relax.op.take(x, relax.const(t, "int64"), axis=0, mode="clip"))
+            if length is not None
+            else bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
             for t in range(seq_len)
         ]
 
@@ -136,12 +159,21 @@ class _Recurrent(OnnxOpConverter):
                 c = pick(inputs[6]) if inputs[6] is not None else zeros
             sequence: list[Any] = [None] * seq_len
             for t in reversed(range(seq_len)) if reverse else range(seq_len):
-                h, c = cls._cell(bb, steps[t], (h, c), weights, acts, attr)
-                sequence[t] = h
+                new_h, new_c = cls._cell(bb, steps[t], (h, c), weights, acts, attr)
+                if length is None:
+                    h, c = new_h, new_c
+                    sequence[t] = h
+                    continue
+                alive = bb.emit(relax.op.less(relax.const(t, "int64"), length))
+                h = bb.emit(relax.op.where(alive, new_h, h))
+                c = bb.emit(relax.op.where(alive, new_c, c)) if c is not None else None
+                sequence[t] = bb.emit(relax.op.where(alive, new_h, zeros))
             outputs.append(bb.emit(relax.op.stack(sequence, axis=0)))
             finals.append(h)
             cells.append(c)
         y = bb.emit(relax.op.stack(outputs, axis=1))  # [seq, directions, batch, hidden]
+        if length is not None:
+            y = bb.emit(relax.op.strided_slice(y, [0], [0], [extent], assume_inbound=True))
         y_h = bb.emit(relax.op.stack(finals, axis=0))  # [directions, batch, hidden]
         if layout == 1:
             y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))

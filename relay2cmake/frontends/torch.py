@@ -101,8 +101,8 @@ def import_torch(path: Path, input_shapes: InputShapes) -> ImportedModel:
             )
     except Exception as exc:
         raise ModelError(f"TVM's PyTorch importer failed on this program: {describe(exc)}") from None
-    module = bind_input_shapes(module, names, input_shapes)
-    inputs, outputs = main_signatures(module, names)
+    module, dims = bind_input_shapes(module, names, input_shapes)
+    inputs, outputs = main_signatures(module, names, dims)
     operators = sorted({str(node.target) for node in program.graph.nodes if node.op == "call_function"})
     return ImportedModel(
         module=module,
@@ -112,4 +112,5 @@ def import_torch(path: Path, input_shapes: InputShapes) -> ImportedModel:
         source_sha256=file_sha256(path),
         operators=tuple(operators),
         references=(Reference("torch", _runner(program)),),
+        dims=dims,
     )

@@ -56,8 +56,8 @@ def load_module(path: Path) -> Any:
 def import_tvmscript(path: Path, input_shapes: InputShapes) -> ImportedModel:
     module = load_module(path)
     names = [p.name for p in module["main"].params]
-    module = bind_input_shapes(module, names, input_shapes)
-    inputs, outputs = main_signatures(module, names)
+    module, dims = bind_input_shapes(module, names, input_shapes)
+    inputs, outputs = main_signatures(module, names, dims)
     calls = sorted({str(op) for op in operators(module["main"])})
     return ImportedModel(
         module=module,
@@ -66,6 +66,7 @@ def import_tvmscript(path: Path, input_shapes: InputShapes) -> ImportedModel:
         source_format="tvmscript",
         source_sha256=file_sha256(path),
         operators=tuple(calls),
+        dims=dims,
     )
 
 

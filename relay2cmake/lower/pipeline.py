@@ -32,6 +32,7 @@ from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, n
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
 from relay2cmake.lower.schedules import (
+    DIM_BOUNDS,
     PARTITION_LIKELY,
     ScheduleOptions,
     has_block,
@@ -295,7 +296,8 @@ def _scratch(
         largest = at_values(prims, bounds)
         tuned = {name: f for name, f in tuned.items() if not is_symbolic(prims[name])}
         text = _llvm_ir(largest, prefix, target, serial, tuned, unscheduled)[0]
-        return _merged(llvm_ir.scratch_bytes(text, prefix), intermediate_scratch(prims, bounds))
+        scheduled, _ = schedule_module(prims, ScheduleOptions.for_objects(target), serial, tuned, unscheduled)
+        return _merged(llvm_ir.scratch_bytes(text, prefix), intermediate_scratch(scheduled, bounds))
     return llvm_ir.scratch_bytes(text, prefix)
 
 
@@ -524,11 +526,21 @@ def lowered_kernels(
 
     lowered, fallbacks = lowered_module(module, winograd, optimise)
     kernels = _kernels_of(lowered)
+    bounds = dim_bounds(lowered["main"])
     prims = tvm.IRModule(
-        {gv: f.with_attr("global_symbol", f"{prefix}_{gv.name_hint}") for gv, f in kernels.functions.items()}
+        {
+            gv: _with_bounds(f.with_attr("global_symbol", f"{prefix}_{gv.name_hint}"), bounds)
+            for gv, f in kernels.functions.items()
+        }
     )
     _check_printable_names(prims)
     return lowered["main"], prims, fallbacks
+
+
+def _with_bounds(func, bounds: dict[str, int]):
+    """A kernel with run-time dimensions carries their largest values, which its schedule
+    tiles for (``schedules.DIM_BOUNDS``)."""
+    return func.with_attr(DIM_BOUNDS, bounds) if bounds and is_symbolic(func) else func
 
 
 def scheduled_kernels(

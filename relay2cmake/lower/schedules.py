@@ -26,6 +26,7 @@ because TVM checks every primitive against the block's dependences.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,8 +91,23 @@ def _kinds(sch, block) -> str:
     return "".join("R" if iv.iter_type == tirx.IterVar.CommReduce else "S" for iv in sch.get(block).iter_vars)
 
 
+# The largest values of the run-time dimensions of the kernel being scheduled (see
+# ``DIM_BOUNDS``): a loop over a symbolic extent is tiled for its largest value, its tiles
+# then predicated by TVM wherever the extent at run time does not fill them.
+_bounds: ContextVar[dict[str, int]] = ContextVar("_bounds", default={})  # noqa: B039 (never mutated)
+# The PrimFunc attribute that carries them (``lower/pipeline.lowered_kernels`` sets it).
+DIM_BOUNDS = "relay2cmake.dim_bounds"
+
+
 def _extent(sch, loop) -> int:
-    return int(sch.get(loop).extent)
+    extent = sch.get(loop).extent
+    if hasattr(extent, "value"):
+        return int(extent.value)
+    from relay2cmake.symbolic import evaluate, from_tir
+
+    bounds = _bounds.get()
+    names = sorted(bounds)
+    return evaluate(from_tir(extent, {n: i for i, n in enumerate(names)}), tuple(bounds[n] for n in names))
 
 
 def _fold_epilogue(sch, block):
@@ -479,11 +495,27 @@ def _partial_reductions(sch, block, lanes: int):
         return None
 
 
+def _symbolic_reduction(sch) -> bool:
+    """Whether a block reduces over an extent known only at run time. The row schedules'
+    partial sums (rfactor) over such an extent, tiled for its largest value, computed wrong
+    rows at others (a softmax over 7 of at most 64 tokens); matmul and conv tiles, whose
+    predicates TVM places itself, stay right and are kept."""
+    from tvm import tirx
+
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        for iv in sch.get(block).iter_vars:
+            if iv.iter_type == tirx.IterVar.CommReduce and not hasattr(iv.dom.extent, "value"):
+                return True
+    return False
+
+
 def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> bool:
     """Softmax and layer norm: the row's reductions and elementwise stages computed under
     the output's row loop (the row stays in L1), vectorized, rows in parallel. False when
     the function is not one of these. ``any_output``: whatever the output block's name, and
     the output may be a row's reduction itself (``_schedule_long_rows``)."""
+    if _symbolic_reduction(sch):
+        return False
     root = sch.get_sblock("root")
     output = sch.get_child_blocks(root)[-1]
     if not any_output and (sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output)):
@@ -529,6 +561,8 @@ def _schedule_long_rows(sch, options: ScheduleOptions) -> bool:
     are inlined into their consumers, then the rows schedule applies: partial sums in
     vectors, every stage under the row loop. False when a reduction reduces more than its
     last axis."""
+    if _symbolic_reduction(sch):
+        return False
     reductions = _reduction_blocks(sch)
     if not options.vectorize or not reductions:
         return False
@@ -552,6 +586,8 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     with a stride of C floats (2 GB/s). The reduction loops go outside the channel loop,
     whose vectors (up to four) accumulate in registers; producers such as float64's cast are
     read inline. False when the function is not one reduction whose innermost axis is kept."""
+    if _symbolic_reduction(sch):
+        return False
     from tvm import tirx
 
     reductions = _reduction_blocks(sch)
@@ -821,6 +857,15 @@ def deep_copy(func: PrimFunc) -> PrimFunc:
 
 
 def _schedule(func, options: ScheduleOptions):
+    bounds = func.attrs.get(DIM_BOUNDS) if func.attrs is not None else None
+    token = _bounds.set({str(k): int(v) for k, v in (bounds or {}).items()})
+    try:
+        return _schedule_with(func, options)
+    finally:
+        _bounds.reset(token)
+
+
+def _schedule_with(func, options: ScheduleOptions):
     from tvm import s_tir
 
     sch = s_tir.Schedule(deep_copy(func))

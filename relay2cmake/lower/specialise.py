@@ -75,25 +75,28 @@ def at_values(prims: IRModule, values: dict[str, int]) -> IRModule:
 
 
 def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, int]:
-    """Per symbolic kernel (by C symbol), the bytes of its intermediate tensors at ``values``.
-    At fixed sizes TVM keeps small intermediates on the stack; with sizes known only at run
-    time it asks the workspace for every one of them, which the arena must then hold."""
+    """Per symbolic kernel (by C symbol), the bytes of its intermediate tensors at ``values``
+    (``prims`` scheduled or not). At fixed sizes TVM keeps small intermediates on the stack;
+    with sizes known only at run time it asks the workspace for every one of them (a
+    schedule's packing and partial-sum buffers too), which the arena must then hold."""
     import tvm
 
     from relay2cmake.arena import align_up
 
+    names = sorted(values)
+    positions = {name: i for i, name in enumerate(names)}
+    point = tuple(values[name] for name in names)
     result = {}
-    fixed = at_values(prims, values)
-    for gv, func in prims.functions.items():
+    for func in prims.functions.values():
         if not is_symbolic(func):
             continue
-        schedule = tvm.s_tir.Schedule(fixed[gv])
+        schedule = tvm.s_tir.Schedule(func)
         root = schedule.get(schedule.get_sblock("root"))
         total = 0
         for buffer in root.alloc_buffers:
             elements = 1
             for dim in buffer.shape:
-                elements *= int(dim)
+                elements *= evaluate(from_tir(dim, positions), point)
             total += align_up(elements * ((buffer.dtype.bits * buffer.dtype.lanes + 7) // 8))
         result[f"__tvm_ffi_{func.attrs['global_symbol']}"] = total
     return result

@@ -66,6 +66,7 @@ def test_symbolic_dimension_needs_input_shape(tmp_path):
     message = _fails_cleanly("gen", str(tmp_path / "s.onnx"), "-o", str(tmp_path / "out"))
     assert "Input 'x' has a symbolic dimension 0 ('N'" in message
     assert "--input-shape x=1,5" in message
+    assert "--input-shape x=1..8,5" in message  # the range form is suggested too
 
 
 @pytest.mark.parametrize(
@@ -77,6 +78,10 @@ def test_symbolic_dimension_needs_input_shape(tmp_path):
         ("image=1,0", "must be positive"),
         ("nothere=1,784", "which is not an input of this model"),
         ("image=2,784", "the model fixes it to 1"),
+        ("image=1..2,784", "the model fixes it to 1"),
+        ("image=1,5..3", "the range 5..3 is empty"),
+        ("image=1,0..3", "must be positive"),
+        ("image=1,1..x", "ranges LO..HI"),
     ],
 )
 def test_bad_input_shapes(mlp_path, tmp_path, flag, expected):

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from packaging_helpers import build_package, onnxruntime_outputs
+from packaging_helpers import build_package, fails_cleanly, onnxruntime_outputs
 
 BATCHES = (1, 2, 3, 5, 8)
 
@@ -138,3 +138,49 @@ def test_a_transformer_encoder_runs_at_every_sequence_length(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     result = _run_cli(package, [np.zeros((1, 65, 32), np.float32)], tmp_path / "long")
     assert result.returncode == 1 and "'seq'" in result.stderr
+
+
+def test_inputs_sharing_a_dimension_must_agree_on_its_range(tmp_path):
+    model = tmp_path / "batched_cnn.onnx"
+    onnx.save(_batched_cnn(), str(model))
+    shapes = ["--input-shape", "x=1..8,3,16,16", "--input-shape", "bias=1..4,4"]
+    message = fails_cleanly("gen", str(model), "-o", str(tmp_path / "out"), *shapes)
+    assert "dimension 'N' as 1..8 for 'x' and as 1..4 for 'bias'" in message
+
+
+@pytest.mark.slow
+def test_a_torch_export_dim_becomes_a_range(tmp_path):
+    """``torch.export`` with ``Dim("batch", min=1, max=16)``: the package takes 1..16 without
+    --input-shape, and --input-shape may narrow it but not widen it."""
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 4)
+
+        def forward(self, x, y):
+            return torch.relu(self.linear(x)) + y
+
+    batch = torch.export.Dim("batch", min=1, max=16)
+    example = (torch.randn(2, 8), torch.randn(2, 4))
+    program = torch.export.export(Model().eval(), example, dynamic_shapes={"x": {0: batch}, "y": {0: batch}})
+    path = tmp_path / "linear.pt2"
+    torch.export.save(program, str(path))
+
+    message = fails_cleanly("gen", str(path), "-o", str(tmp_path / "wide"), "--input-shape", "x=1..32,8")
+    assert "outside the range the program declares (1..16)" in message
+
+    package = build_package(path, tmp_path, "Linear", [])
+    assert package.metadata["dims"] == [{"name": "x_0", "min": 1, "max": 16}]
+    for rows in (1, 5, 16):
+        rng = np.random.default_rng(rows)
+        arrays = [
+            rng.standard_normal((rows, 8)).astype(np.float32),
+            rng.standard_normal((rows, 4)).astype(np.float32),
+        ]
+        result = _run_cli(package, arrays, tmp_path / f"r{rows}")
+        assert result.returncode == 0, result.stderr
+        got = np.load(tmp_path / f"r{rows}" / "out" / "output_0.npy")
+        want = program.module()(*[torch.from_numpy(a) for a in arrays]).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
