@@ -23,6 +23,8 @@ def _is_view_kernel(func: Any) -> bool:
     if not isinstance(func, tvm.tirx.PrimFunc) or len(func.params) != 2:
         return False
     source, result = func.params  # TVM 0.27: a PrimFunc's parameters are its buffers
+    if not all(isinstance(p.ty, tvm.tirx.buffer.BufferType) for p in func.params):
+        return False  # a size taken as an integer (a run-time dimension)
     if source.dtype != result.dtype:
         return False
     if not all(isinstance(d, tvm.tirx.IntImm) for d in (*source.shape, *result.shape)):

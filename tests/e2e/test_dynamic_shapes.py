@@ -184,3 +184,42 @@ def test_a_torch_export_dim_becomes_a_range(tmp_path):
         got = np.load(tmp_path / f"r{rows}" / "out" / "output_0.npy")
         want = program.module()(*[torch.from_numpy(a) for a in arrays]).detach().numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _lstm(hidden: int = 16, features: int = 8) -> onnx.ModelProto:
+    """A bidirectional ONNX LSTM over a sequence of run-time length."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(
+            (0.3 * rng.standard_normal((2, 4 * hidden, features))).astype(np.float32), "W"
+        ),
+        numpy_helper.from_array((0.3 * rng.standard_normal((2, 4 * hidden, hidden))).astype(np.float32), "R"),
+        numpy_helper.from_array((0.1 * rng.standard_normal((2, 8 * hidden))).astype(np.float32), "B"),
+    ]
+    node = helper.make_node(
+        "LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden, direction="bidirectional"
+    )
+    outputs = [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", 2, 1, hidden]),
+        helper.make_tensor_value_info("y_h", TensorProto.FLOAT, [2, 1, hidden]),
+        helper.make_tensor_value_info("y_c", TensorProto.FLOAT, [2, 1, hidden]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 1, features])]
+    graph = helper.make_graph([node], "lstm", inputs, outputs, weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+@pytest.mark.slow
+def test_an_lstm_runs_at_every_sequence_length(tmp_path):
+    """Unrolled to 64 steps; steps past the length keep the state (both directions)."""
+    model = tmp_path / "lstm.onnx"
+    onnx.save(_lstm(), str(model))
+    package = build_package(model, tmp_path, "Lstm", ["--input-shape", "x=1..64,1,8"])
+    for length in (1, 2, 9, 40, 64):
+        x = np.random.default_rng(length).standard_normal((length, 1, 8)).astype(np.float32)
+        result = _run_cli(package, [x], tmp_path / f"s{length}")
+        assert result.returncode == 0, result.stderr
+        wants = onnxruntime_outputs(package.model, package.metadata, [x])
+        for index, want in enumerate(wants):
+            got = np.load(tmp_path / f"s{length}" / "out" / f"output_{index}.npy")
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
