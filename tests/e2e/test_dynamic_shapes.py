@@ -8,7 +8,15 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from packaging_helpers import build_package, fails_cleanly, onnxruntime_outputs
+from packaging_helpers import (
+    WARNINGS,
+    build_package,
+    configure_build,
+    ctest,
+    fails_cleanly,
+    onnxruntime_outputs,
+    run,
+)
 
 BATCHES = (1, 2, 3, 5, 8)
 
@@ -83,6 +91,137 @@ def test_one_package_matches_onnxruntime_at_every_batch(package, tmp_path):
         (want,) = onnxruntime_outputs(package.model, metadata, arrays)
         assert got.shape == (batch, 4)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+API_PROGRAM = r"""
+#include <batchedcnn/batchedcnn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Every heap call in the process counted while `counting` is set (as in test_runtime_api). */
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void __libc_free(void*);
+static volatile int counting;
+static volatile long heap_calls;
+void* malloc(size_t n) { heap_calls += counting; return __libc_malloc(n); }
+void* calloc(size_t n, size_t size) { heap_calls += counting; return __libc_calloc(n, size); }
+void* realloc(void* p, size_t n) { heap_calls += counting; return __libc_realloc(p, n); }
+void free(void* p) { heap_calls += counting && p != NULL; __libc_free(p); }
+
+#define EXPECT(cond)                                              \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      fprintf(stderr, "line %d: expected %s\n", __LINE__, #cond); \
+      return 1;                                                   \
+    }                                                             \
+  } while (0)
+
+#define RUN_BUFFERS() batchedcnn_run_buffers(context, in_ptrs, in_bytes, 2, out_ptrs, out_bytes, 1)
+
+static _Alignas(64) unsigned char workspace[BATCHEDCNN_WORKSPACE_BYTES];
+static float x[8 * 3 * 16 * 16], bias[8 * 4], y8[8 * 4], y[9 * 4];
+
+int main(void) {
+  batchedcnn_context* context = NULL;
+  batchedcnn_inputs in = {x, bias};
+  batchedcnn_outputs out = {y};
+  int64_t dims[1], shape[2];
+  const int64_t x_shape[4] = {2, 3, 16, 16}, bias_shape[2] = {3, 4}, bad_x[4] = {2, 3, 16, 15};
+  const int64_t* shapes[2] = {x_shape, bias_shape};
+  const void* in_ptrs[2] = {x, bias};
+  size_t in_bytes[2];
+  void* out_ptrs[1] = {y};
+  size_t out_bytes[1];
+  int64_t batch;
+  size_t i;
+
+  for (i = 0; i < sizeof(x) / sizeof(x[0]); ++i) x[i] = (float)((i * 7919u) % 101u) / 50.0f - 1.0f;
+  for (i = 0; i < sizeof(bias) / sizeof(bias[0]); ++i) bias[i] = (float)i / 8.0f;
+  EXPECT(batchedcnn_context_init(workspace, sizeof(workspace), &context) == BATCHEDCNN_OK);
+
+  /* The dimension, its range, and a context that starts at the largest batch. */
+  EXPECT(BATCHEDCNN_NUM_DIMS == 1 && BATCHEDCNN_DIM_N == 0);
+  EXPECT(strcmp(batchedcnn_dim(0)->name, "N") == 0 && batchedcnn_dim(1) == NULL);
+  EXPECT(batchedcnn_dim(0)->min == 1 && batchedcnn_dim(0)->max == 8);
+  EXPECT(batchedcnn_get_dims(context, dims) == BATCHEDCNN_OK && dims[0] == 8);
+
+  /* Out of range, inputs that disagree, a wrong fixed extent: errors; the dimensions stay. */
+  dims[0] = 9;
+  EXPECT(batchedcnn_set_dims(context, dims) == BATCHEDCNN_ERROR_DIMS);
+  EXPECT(strstr(batchedcnn_last_error(context), "'N'") != NULL);
+  dims[0] = 0;
+  EXPECT(batchedcnn_set_dims(context, dims) == BATCHEDCNN_ERROR_DIMS);
+  EXPECT(batchedcnn_set_dims(context, NULL) == BATCHEDCNN_ERROR_NULL_ARGUMENT);
+  EXPECT(batchedcnn_set_input_shapes(context, shapes) == BATCHEDCNN_ERROR_DIMS);
+  EXPECT(strstr(batchedcnn_last_error(context), "'bias'") != NULL);
+  shapes[0] = bad_x;
+  EXPECT(batchedcnn_set_input_shapes(context, shapes) == BATCHEDCNN_ERROR_SIZE_MISMATCH);
+  EXPECT(batchedcnn_get_dims(context, dims) == BATCHEDCNN_OK && dims[0] == 8);
+
+  /* The largest batch, then every other: no heap call in any run, sizes follow the batch,
+   * and each batch's rows are the largest batch's first rows. */
+  EXPECT(batchedcnn_run(context, &in, &(batchedcnn_outputs){y8}) == BATCHEDCNN_OK);
+  for (batch = 1; batch <= 8; ++batch) {
+    dims[0] = batch;
+    memset(y, 0, sizeof(y));
+    counting = 1;
+    EXPECT(batchedcnn_run_shaped(context, dims, &in, &out) == BATCHEDCNN_OK);
+    counting = 0;
+    EXPECT(batchedcnn_input_num_bytes(context, 0) == (size_t)batch * 3 * 16 * 16 * sizeof(float));
+    EXPECT(batchedcnn_output_capacity(context, 0) == (size_t)batch * 4 * sizeof(float));
+    EXPECT(batchedcnn_output_shape(context, 0, shape) == BATCHEDCNN_OK && shape[0] == batch && shape[1] == 4);
+    EXPECT(batchedcnn_input_shape(context, 1, shape) == BATCHEDCNN_OK && shape[0] == batch);
+    for (i = 0; i < (size_t)batch * 4; ++i) EXPECT(fabsf(y[i] - y8[i]) <= 1e-5f * (1.0f + fabsf(y8[i])));
+    EXPECT(y[batch * 4] == 0.0f);  /* nothing written past the output at this batch */
+  }
+  EXPECT(heap_calls == 0);
+
+  /* run_buffers: inputs at exactly the batch's size; outputs at least the batch's size. */
+  dims[0] = 3;
+  EXPECT(batchedcnn_set_dims(context, dims) == BATCHEDCNN_OK);
+  in_bytes[0] = 3 * 3 * 16 * 16 * sizeof(float);
+  in_bytes[1] = 3 * 4 * sizeof(float);
+  out_bytes[0] = 3 * 4 * sizeof(float) - 1;
+  EXPECT(RUN_BUFFERS() == BATCHEDCNN_ERROR_SIZE_MISMATCH);
+  out_bytes[0] = sizeof(y);
+  EXPECT(RUN_BUFFERS() == BATCHEDCNN_OK);
+  in_bytes[0] = sizeof(x);
+  EXPECT(RUN_BUFFERS() == BATCHEDCNN_ERROR_SIZE_MISMATCH);
+  batchedcnn_context_destroy(context);
+  printf("ok\n");
+  return 0;
+}
+"""
+
+
+def test_c_api_dimensions_errors_and_no_heap_call_in_any_run(package, tmp_path):
+    (tmp_path / "main.c").write_text(API_PROGRAM)
+    exe = tmp_path / "api"
+    run(
+        [
+            "gcc", "-std=c11", *WARNINGS.split(), "-I", package.install / "include", tmp_path / "main.c",
+            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
+        ]
+    )  # fmt: skip
+    result = subprocess.run([exe], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"
+
+
+def test_golden_runs_at_three_batches_are_sanitizer_clean(package, tmp_path):
+    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
+    build = tmp_path / "asan"
+    configure_build(
+        package.source, build, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}",
+        "-DCMAKE_BUILD_TYPE=Debug",
+    )  # fmt: skip
+    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+    assert "100% tests passed out of 3" in result.stdout
+    assert "Sanitizer" not in result.stdout + result.stderr
 
 
 def test_a_batch_out_of_range_and_inputs_that_disagree_are_errors(package, tmp_path):
