@@ -99,6 +99,10 @@ _bounds: ContextVar[dict[str, int]] = ContextVar("_bounds", default={})  # noqa:
 DIM_BOUNDS = "relay2cmake.dim_bounds"
 
 
+def _is_static(sch, loop) -> bool:
+    return hasattr(sch.get(loop).extent, "value")
+
+
 def _extent(sch, loop) -> int:
     extent = sch.get(loop).extent
     if hasattr(extent, "value"):
@@ -207,7 +211,9 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     vector = width if width > 1 else cols  # scalar: the columns stay one plain loop
     # One loop per vector, so that none spans two blocks of packed weights (packed_matmul.py).
     j0, jv, j1 = sch.split(j, [None, cols // vector, vector])
-    k0, k1 = sch.split(k, [None, _divisor(_extent(sch, k), 4)])
+    # A depth known only at run time stays whole: a split would put a condition on every
+    # multiply-add (P.V over the sequence: 25 -> ? us).
+    k0, k1 = sch.split(k, [None, _divisor(_extent(sch, k), 4) if _is_static(sch, k) else 1])
     # Rows of tiles outermost (B streamed once per row tile) unless B is too big for the
     # caches and A is not: then columns outermost, each block of B read once and A from L2
     # or L3 (GPT-2's LM head: 25 MB of weights, 64 KiB of activations; 5.5 -> 16+ GFLOPS).
@@ -889,6 +895,11 @@ def _schedule_with(func, options: ScheduleOptions):
     elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
         _schedule_depthwise_nhwc(sch, block, options)
     elif kinds.endswith("SSR") and kinds.count("R") == 1:
+        if not hasattr(sch.get(sch.get_loops(block)[-2]).extent, "value"):
+            # Columns known only at run time (attention's Q.K^T over the sequence): a
+            # condition on every vector lane; TVM's plain loop, which LLVM vectorizes
+            # itself, ran 27x faster (4 vs 114 us, 64 tokens, one thread).
+            return None
         _schedule_matmul(sch, block, options)
     elif kinds == "SSSSRRR":
         _schedule_conv2d(sch, block, options)
