@@ -21,7 +21,7 @@ _PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)")
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 
 
-def scratch_bytes(source: str) -> dict[str, int]:
+def scratch_bytes(source: str, sized_elsewhere: frozenset[str] = frozenset()) -> dict[str, int]:
     """Bytes of ``TVMBackendAllocWorkspace`` scratch each kernel may hold at once.
 
     TVM moves buffers of 1 KiB or more off the stack into workspace calls with constant
@@ -37,6 +37,11 @@ def scratch_bytes(source: str) -> dict[str, int]:
             continue
         result[owner[-1]] += align_up(int(match.group(1)))
         matched += 1
+    # Requests of a size known only at run time, in kernels bounded from their TIR instead.
+    for call in re.finditer(r"TVMBackendAllocWorkspace\(", source):
+        owner = [symbol for start, symbol in starts if start < call.start()]
+        if owner and owner[-1] in sized_elsewhere and not _ALLOC.match(source, call.start()):
+            matched += 1
     if matched != total_calls:
         raise ModelError(
             "A kernel asks for scratch memory of a size known only at run time; "

@@ -26,12 +26,14 @@ def prefix_backend_symbols(ir_text: str, prefix: str) -> str:
     return re.sub(r"^define weak dso_local ", "define weak hidden ", text, flags=re.M)
 
 
-def scratch_bytes(ir_text: str, prefix: str) -> dict[str, int]:
+def scratch_bytes(ir_text: str, prefix: str, sized_elsewhere: frozenset[str] = frozenset()) -> dict[str, int]:
     """Workspace bytes each kernel (``__tvm_ffi_<prefix>_<name>``) may hold at once.
 
     Every allocation is a call through the loaded ``AllocWorkspace`` pointer with a constant
     size (``i64 N``); the sum per function bounds what it holds (they are freed LIFO).
     Helper functions (``<name>_compute_``, parallel lambdas) count toward their kernel.
+    Requests of a size known only at run time are refused unless their kernel is in
+    ``sized_elsewhere`` (kernels with run-time dimensions, bounded from their TIR).
     """
     result: dict[str, int] = {}
     starts = [(m.start(), m.group(1)) for m in _DEFINE.finditer(ir_text)]
@@ -42,6 +44,8 @@ def scratch_bytes(ir_text: str, prefix: str) -> dict[str, int]:
         for pointer in _ALLOC_POINTER.findall(body):
             for call in re.finditer(rf"call ptr {re.escape(pointer)}\(([^)]*)\)", body):
                 size = re.search(r"i64 (\d+)", call.group(1))
+                if size is None and _owner(function, prefix) in sized_elsewhere:
+                    continue
                 if size is None:
                     raise ModelError(
                         "A kernel asks for scratch memory of a size known only at run time; "

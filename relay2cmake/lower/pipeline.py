@@ -40,7 +40,7 @@ from relay2cmake.lower.schedules import (
     schedule_function,
     schedule_module,
 )
-from relay2cmake.lower.specialise import at_values, dim_bounds, intermediate_scratch, is_symbolic
+from relay2cmake.lower.specialise import dim_bounds, intermediate_scratch, is_symbolic
 from relay2cmake.lower.tuning_db import TuningDatabase
 from relay2cmake.targets import KernelTarget
 
@@ -289,16 +289,21 @@ def _scratch(
     unscheduled: frozenset[str],
     bounds: dict[str, int] | None,
 ) -> dict[str, int]:
-    """Scratch bytes per kernel of the LLVM IR ``text``; with run-time dimensions, read from
-    the same kernels built at the dimensions' largest values (their requests in ``text``
-    have sizes known only at run time)."""
-    if bounds and any(is_symbolic(f) for f in prims.functions.values()):
-        largest = at_values(prims, bounds)
-        tuned = {name: f for name, f in tuned.items() if not is_symbolic(prims[name])}
-        text = _llvm_ir(largest, prefix, target, serial, tuned, unscheduled)[0]
-        scheduled, _ = schedule_module(prims, ScheduleOptions.for_objects(target), serial, tuned, unscheduled)
-        return _merged(llvm_ir.scratch_bytes(text, prefix), intermediate_scratch(scheduled, bounds))
-    return llvm_ir.scratch_bytes(text, prefix)
+    """Scratch bytes per kernel of the LLVM IR ``text``; a kernel with run-time dimensions
+    (whose requests have sizes known only at run time) is bounded by its scheduled TIR's
+    intermediates at the dimensions' largest values."""
+    symbolic = _symbolic_symbols(prims)
+    if not (bounds and symbolic):
+        return llvm_ir.scratch_bytes(text, prefix)
+    scheduled, _ = schedule_module(prims, ScheduleOptions.for_objects(target), serial, tuned, unscheduled)
+    return _merged(llvm_ir.scratch_bytes(text, prefix, symbolic), intermediate_scratch(scheduled, bounds))
+
+
+def _symbolic_symbols(prims) -> frozenset[str]:
+    """The C symbols of the kernels with run-time dimensions."""
+    return frozenset(
+        f"__tvm_ffi_{f.attrs['global_symbol']}" for f in prims.functions.values() if is_symbolic(f)
+    )
 
 
 def _serial_kernels(
@@ -604,9 +609,8 @@ def lower(
     as_c = _cut_products_tiled(prims) if optimise else prims
     source = build_kernels(as_c, c_target, "C code").inspect_source()
     bounds = dim_bounds(main)
-    # With run-time dimensions, scratch is what the kernels ask for at the largest values.
-    sized = build_kernels(at_values(as_c, bounds), c_target, "C code").inspect_source() if bounds else source
-    scratch = c_source.scratch_bytes(sized)
+    # Kernels with run-time dimensions: bounded by their intermediates at the largest values.
+    scratch = c_source.scratch_bytes(source, _symbolic_symbols(as_c) if bounds else frozenset())
     if bounds:
         scratch = _merged(scratch, intermediate_scratch(as_c, bounds))
     objects, skipped = {}, {}

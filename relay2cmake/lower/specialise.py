@@ -76,10 +76,12 @@ def at_values(prims: IRModule, values: dict[str, int]) -> IRModule:
 
 def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, int]:
     """Per symbolic kernel (by C symbol), the bytes of its intermediate tensors at ``values``
-    (``prims`` scheduled or not). At fixed sizes TVM keeps small intermediates on the stack;
-    with sizes known only at run time it asks the workspace for every one of them (a
-    schedule's packing and partial-sum buffers too), which the arena must then hold."""
+    (``prims`` scheduled or not), in every block. At fixed sizes TVM keeps small
+    intermediates on the stack; with sizes known only at run time it asks the workspace for
+    every one of them (a schedule's packing and partial-sum buffers too): their sum bounds
+    what such a kernel holds at once, which the arena then reserves."""
     import tvm
+    import tvm_ffi
 
     from relay2cmake.arena import align_up
 
@@ -90,10 +92,15 @@ def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, i
     for func in prims.functions.values():
         if not is_symbolic(func):
             continue
-        schedule = tvm.s_tir.Schedule(func)
-        root = schedule.get(schedule.get_sblock("root"))
+        buffers: list = []
+
+        def note(block, found=buffers):
+            found.extend(block.alloc_buffers)
+            return block
+
+        tvm_ffi.structural_map(func.body, [(tvm.s_tir.SBlock, note)])
         total = 0
-        for buffer in root.alloc_buffers:
+        for buffer in buffers:
             elements = 1
             for dim in buffer.shape:
                 elements *= evaluate(from_tir(dim, positions), point)
