@@ -12,6 +12,9 @@
 #define AWKWARDNAMES_NUM_BUFFERS 5
 #define AWKWARDNAMES_NUM_ARGS 9
 #define AWKWARDNAMES_NUM_STEPS 3
+/* Extents computed from the run-time dimensions (every extent of each tensor whose shape
+ * depends on them, and the sizes kernels take as integers). */
+#define AWKWARDNAMES_NUM_SHAPE_VALUES 0
 
 /* A macro's value as a string literal, for messages ("expected " AWKWARDNAMES_TEXT(AWKWARDNAMES_NUM_INPUTS)). */
 #define AWKWARDNAMES_TEXT_(x) #x
@@ -102,11 +105,14 @@ typedef struct awkwardnames_buffer_desc {
   const int64_t* shape;
   size_t slot;         /* arena offset, input index, or constant index */
   int32_t output;      /* the output computed in the caller's buffer when it allows, or -1 */
+  int32_t dynamic_shape;  /* -1, or where its extents start in the context's shape values */
 } awkwardnames_buffer_desc;
 
+enum { AWKWARDNAMES_ARG_INT = 0, AWKWARDNAMES_ARG_TENSOR = 1, AWKWARDNAMES_ARG_SIZE = 2 };
+
 typedef struct awkwardnames_arg_desc {
-  uint8_t is_tensor;
-  int64_t value;  /* buffer index, or the integer itself */
+  uint8_t kind;   /* AWKWARDNAMES_ARG_* */
+  int64_t value;  /* buffer index, the integer itself, or a run-time size's index in the shape values */
 } awkwardnames_arg_desc;
 
 typedef struct awkwardnames_step_desc {
@@ -117,6 +123,16 @@ typedef struct awkwardnames_step_desc {
   size_t scratch_offset;
   size_t scratch_bytes;
 } awkwardnames_step_desc;
+
+/* Run-time dimensions: their ranges, the largest value each shape value may take (the arena
+ * was planned for those), the function computing the shape values, and for each input axis
+ * the dimension it gives (-1: fixed), from that input's first axis on. */
+extern const awkwardnames_dim_info awkwardnames_dim_table[];
+extern const int64_t awkwardnames_shape_limits[];
+void awkwardnames_compute_shapes(const int64_t* dims, int64_t* values);
+extern const int32_t awkwardnames_input_axis_dims[];
+extern const uint32_t awkwardnames_input_axis_first[];
+extern const uint32_t awkwardnames_input_buffers[];  /* the buffer that is input i */
 
 /* Every table ends with a zero sentinel so that none is empty. */
 extern const awkwardnames_buffer_desc awkwardnames_buffer_table[];

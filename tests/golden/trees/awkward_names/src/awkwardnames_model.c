@@ -56,12 +56,12 @@ const size_t awkwardnames_constant_offsets[] = {
 const unsigned char awkwardnames_weights_sha256[32] = { 0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55 };
 
 const awkwardnames_buffer_desc awkwardnames_buffer_table[] = {
-  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 0u, -1 },  /* #0 float32[2, 3] */
-  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 1u, -1 },  /* #1 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u, 0 },  /* #2 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 192u, 1 },  /* #3 float32[2, 3] */
-  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u, 2 },  /* #4 float32[2, 3] */
-  { 0, 0, 0, 0, NULL, 0u, -1 }
+  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 0u, -1, -1 },  /* #0 float32[2, 3] */
+  { AWKWARDNAMES_HOME_INPUT, 2, 32, 2, awkwardnames_shape_0, 1u, -1, -1 },  /* #1 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 128u, 0, -1 },  /* #2 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 192u, 1, -1 },  /* #3 float32[2, 3] */
+  { AWKWARDNAMES_HOME_ARENA, 2, 32, 2, awkwardnames_shape_0, 0u, 2, -1 },  /* #4 float32[2, 3] */
+  { 0, 0, 0, 0, NULL, 0u, -1, -1 }
 };
 
 const awkwardnames_arg_desc awkwardnames_arg_table[] = {
@@ -83,6 +83,31 @@ const awkwardnames_step_desc awkwardnames_step_table[] = {
   { __tvm_ffi_awkwardnames_multiply, "multiply", 6u, 3u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
+
+const awkwardnames_dim_info awkwardnames_dim_table[] = {
+  { NULL, NULL, 0, 0 }
+};
+
+const int32_t awkwardnames_input_axis_dims[] = { -1, -1, -1, -1, -1 };
+const uint32_t awkwardnames_input_axis_first[] = { 0u, 2u, 0u };
+const uint32_t awkwardnames_input_buffers[] = { 0u, 1u, 0u };
+
+const int64_t awkwardnames_shape_limits[] = { 0 };
+
+/* C's / and % truncate; the model's sizes use floor division (divisors are positive constants). */
+static int64_t dim_floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+static int64_t dim_floormod(int64_t a, int64_t b) { return a - dim_floordiv(a, b) * b; }
+static int64_t dim_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t dim_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void awkwardnames_compute_shapes(const int64_t* dims, int64_t* values) {
+  (void)dims;
+  (void)values;
+  (void)dim_floordiv;
+  (void)dim_floormod;
+  (void)dim_min;
+  (void)dim_max;
+}
 
 const char* const awkwardnames_builtin_texts[] = {
   NULL

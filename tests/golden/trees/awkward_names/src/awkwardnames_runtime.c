@@ -36,6 +36,12 @@ struct awkwardnames_context {
   char message[AWKWARDNAMES_MESSAGE_BYTES];
   int64_t extents[AWKWARDNAMES_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[AWKWARDNAMES_NUM_BUFFERS + 1];
+  /* Dimensions chosen at run time (awkwardnames_set_dims) and the extents computed from them,
+   * which the tensors of shapes that depend on them point into; the scratch copy is checked
+   * before it replaces them. */
+  int64_t dims[AWKWARDNAMES_NUM_DIMS + 1];
+  int64_t shape_values[AWKWARDNAMES_NUM_SHAPE_VALUES + 1];
+  int64_t shape_scratch[AWKWARDNAMES_NUM_SHAPE_VALUES + 1];
   TVMFFIAny args[AWKWARDNAMES_NUM_ARGS + 1];
   awkwardnames_pool pool;
 };
@@ -186,7 +192,8 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
     tensor->dtype.code = desc->dtype_code;
     tensor->dtype.bits = desc->dtype_bits;
     tensor->dtype.lanes = 1;
-    tensor->shape = (int64_t*)(uintptr_t)desc->shape;
+    tensor->shape = desc->dynamic_shape >= 0 ? &context->shape_values[desc->dynamic_shape]
+                                             : (int64_t*)(uintptr_t)desc->shape;
     tensor->strides = NULL;
     tensor->byte_offset = 0;
   }
@@ -195,15 +202,23 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
     uint32_t a;
     for (a = awkwardnames_step_table[i].first_arg; a < awkwardnames_step_table[i].first_arg + awkwardnames_step_table[i].num_args; ++a) {
       const awkwardnames_arg_desc* desc = &awkwardnames_arg_table[a];
-      if (desc->is_tensor) {
+      if (desc->kind == AWKWARDNAMES_ARG_TENSOR) {
         context->args[a].type_index = AWKWARDNAMES_FFI_DLTENSOR_PTR;
         context->args[a].v_ptr = &context->tensors[desc->value];
       } else {
         context->args[a].type_index = AWKWARDNAMES_FFI_INT;
-        context->args[a].v_int64 = desc->value;
+        context->args[a].v_int64 = desc->value;  /* a run-time size: set by set_dims below */
       }
     }
   }
+#if AWKWARDNAMES_NUM_DIMS > 0
+  {
+    /* Until the caller chooses, every dimension is at its largest (the header's shapes). */
+    int64_t largest[AWKWARDNAMES_NUM_DIMS];
+    for (i = 0; i < AWKWARDNAMES_NUM_DIMS; ++i) largest[i] = awkwardnames_dim_table[i].max;
+    if (awkwardnames_set_dims(context, largest) != AWKWARDNAMES_OK) return AWKWARDNAMES_ERROR_DIMS;
+  }
+#endif
   *out_context = context;
   return AWKWARDNAMES_OK;
 }
@@ -281,6 +296,7 @@ const char* awkwardnames_status_string(awkwardnames_status status) {
     case AWKWARDNAMES_ERROR_OUT_OF_MEMORY: return "out of memory";
     case AWKWARDNAMES_ERROR_KERNEL_FAILED: return "a kernel failed";
     case AWKWARDNAMES_ERROR_INVALID_INPUT: return "input data the model cannot take (an index out of range)";
+    case AWKWARDNAMES_ERROR_DIMS: return "a dimension outside its range, or inputs that disagree on a dimension";
     case AWKWARDNAMES_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case AWKWARDNAMES_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with AWKWARDNAMES_PORTABLE_KERNELS=ON";
@@ -322,18 +338,140 @@ static int awkwardnames_overlaps(const void* a, size_t a_bytes, const void* b, s
   return x < y + b_bytes && y < x + a_bytes;
 }
 
+/* ---- dimensions chosen at run time ---------------------------------------------------- */
+
+/* Extent d of an input or output: its tensor's (which follows the dimensions set) when the
+ * model has run-time dimensions, else the I/O table's. */
+static int64_t awkwardnames_io_extent(const awkwardnames_context* context, const awkwardnames_tensor_info* info,
+                                  uint32_t buffer, int32_t d) {
+#if AWKWARDNAMES_NUM_DIMS > 0
+  if (context->tensors[buffer].ndim == info->ndim) return context->tensors[buffer].shape[d];
+#else
+  (void)context;
+  (void)buffer;
+#endif
+  return info->shape[d];
+}
+
+static size_t awkwardnames_io_elements(const awkwardnames_context* context, const awkwardnames_tensor_info* info,
+                                   uint32_t buffer) {
+  size_t count = 1;
+  int32_t d;
+  if (AWKWARDNAMES_NUM_DIMS == 0) return info->num_elements;
+  for (d = 0; d < info->ndim; ++d) count *= (size_t)awkwardnames_io_extent(context, info, buffer, d);
+  return count;
+}
+
+const awkwardnames_dim_info* awkwardnames_dim(size_t index) {
+  size_t i;  /* to the sentinel: index < 0 dimensions would trip -Wtype-limits */
+  for (i = 0; awkwardnames_dim_table[i].name != NULL; ++i) {
+    if (i == index) return &awkwardnames_dim_table[i];
+  }
+  return NULL;
+}
+
+awkwardnames_status awkwardnames_set_dims(awkwardnames_context* context, const int64_t* dims) {
+#if AWKWARDNAMES_NUM_DIMS > 0
+  size_t i;
+  if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (dims == NULL) return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL dims", NULL);
+  for (i = 0; i < AWKWARDNAMES_NUM_DIMS; ++i) {
+    if (dims[i] < awkwardnames_dim_table[i].min || dims[i] > awkwardnames_dim_table[i].max) {
+      return awkwardnames_fail(context, AWKWARDNAMES_ERROR_DIMS, "dimension outside its range (see awkwardnames_dim): '",
+                          awkwardnames_dim_table[i].name);
+    }
+  }
+  awkwardnames_compute_shapes(dims, context->shape_scratch);
+  for (i = 0; i < AWKWARDNAMES_NUM_SHAPE_VALUES; ++i) {
+    /* The arena holds each tensor at its largest extents; a model whose sizes shrink as a
+     * dimension grows could ask for more at other values: refused, never overrun. */
+    if (context->shape_scratch[i] < 0 || context->shape_scratch[i] > awkwardnames_shape_limits[i]) {
+      return awkwardnames_fail(context, AWKWARDNAMES_ERROR_DIMS,
+                          "these dimensions give a tensor extent beyond what the arena was planned for", NULL);
+    }
+  }
+  memcpy(context->shape_values, context->shape_scratch, sizeof(context->shape_values));
+  memcpy(context->dims, dims, sizeof(int64_t) * AWKWARDNAMES_NUM_DIMS);
+  for (i = 0; awkwardnames_step_table[i].kernel != NULL; ++i) {
+    uint32_t a;
+    for (a = awkwardnames_step_table[i].first_arg; a < awkwardnames_step_table[i].first_arg + awkwardnames_step_table[i].num_args; ++a) {
+      if (awkwardnames_arg_table[a].kind == AWKWARDNAMES_ARG_SIZE) {
+        context->args[a].v_int64 = context->shape_values[awkwardnames_arg_table[a].value];
+      }
+    }
+  }
+  return AWKWARDNAMES_OK;
+#else
+  if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  (void)dims;
+  return AWKWARDNAMES_OK;  /* no dimension to set */
+#endif
+}
+
+awkwardnames_status awkwardnames_get_dims(const awkwardnames_context* context, int64_t* dims) {
+  if (context == NULL || (AWKWARDNAMES_NUM_DIMS > 0 && dims == NULL)) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  if (AWKWARDNAMES_NUM_DIMS > 0) memcpy(dims, context->dims, sizeof(int64_t) * AWKWARDNAMES_NUM_DIMS);
+  return AWKWARDNAMES_OK;
+}
+
+awkwardnames_status awkwardnames_set_input_shapes(awkwardnames_context* context, const int64_t* const* shapes) {
+  int64_t dims[AWKWARDNAMES_NUM_DIMS + 1];
+  unsigned char seen[AWKWARDNAMES_NUM_DIMS + 1];
+  size_t i;
+  if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (shapes == NULL && AWKWARDNAMES_NUM_INPUTS > 0) {
+    return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL array of shapes", NULL);
+  }
+  memset(dims, 0, sizeof(dims));
+  memset(seen, 0, sizeof(seen));
+  for (i = 0; awkwardnames_input_table[i].name != NULL; ++i) {
+    const awkwardnames_tensor_info* info = &awkwardnames_input_table[i];
+    int32_t d;
+    if (shapes[i] == NULL) return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL shape for input '", info->name);
+    for (d = 0; d < info->ndim; ++d) {
+      int32_t dim = awkwardnames_input_axis_dims[awkwardnames_input_axis_first[i] + (uint32_t)d];
+      int64_t value = shapes[i][d];
+      if (dim < 0) {
+        if (value != info->shape[d]) {
+          return awkwardnames_fail(context, AWKWARDNAMES_ERROR_SIZE_MISMATCH, "a fixed dimension differs from the model's in input '", info->name);
+        }
+        continue;
+      }
+      if (seen[dim] && dims[dim] != value) {
+        return awkwardnames_fail(context, AWKWARDNAMES_ERROR_DIMS,
+                            "inputs disagree on a dimension they share; the second to give it is input '", info->name);
+      }
+      dims[dim] = value;
+      seen[dim] = 1;
+    }
+  }
+  return awkwardnames_set_dims(context, dims);
+}
+
+awkwardnames_status awkwardnames_run_shaped(awkwardnames_context* context, const int64_t* dims,
+                                   const awkwardnames_inputs* inputs, const awkwardnames_outputs* outputs) {
+  awkwardnames_status status = awkwardnames_set_dims(context, dims);
+  return status != AWKWARDNAMES_OK ? status : awkwardnames_run(context, inputs, outputs);
+}
+
 /* Whether output i can be computed straight into the caller's buffer: the plan allows it,
    the buffer is aligned as the kernels assume, and it overlaps no input and no other output
    (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
-static int awkwardnames_output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+static int awkwardnames_output_in_place(const awkwardnames_context* context, const void* const* inputs,
+                                       void* const* outputs, size_t index) {
   const awkwardnames_tensor_info* info = &awkwardnames_output_table[index];
   size_t j;
+  size_t bytes = awkwardnames_output_capacity(context, index);
+  (void)info;
   if (!awkwardnames_output_direct[index] || (uintptr_t)outputs[index] % AWKWARDNAMES_WORKSPACE_ALIGNMENT != 0) return 0;
   for (j = 0; awkwardnames_input_table[j].name != NULL; ++j) {
-    if (awkwardnames_overlaps(outputs[index], info->num_bytes, inputs[j], awkwardnames_input_table[j].num_bytes)) return 0;
+    if (awkwardnames_overlaps(outputs[index], bytes, inputs[j], awkwardnames_input_num_bytes(context, j))) return 0;
   }
   for (j = 0; awkwardnames_output_table[j].name != NULL; ++j) {
-    if (j != index && awkwardnames_overlaps(outputs[index], info->num_bytes, outputs[j], awkwardnames_output_table[j].num_bytes)) return 0;
+    if (j != index && awkwardnames_overlaps(outputs[index], bytes, outputs[j], awkwardnames_output_capacity(context, j))) return 0;
   }
   return 1;
 }
@@ -353,12 +491,12 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
 #if AWKWARDNAMES_STAGE_INPUTS
     if ((uintptr_t)inputs[i] % AWKWARDNAMES_WORKSPACE_ALIGNMENT != 0) {
       input_data[i] = context->arena + awkwardnames_input_staging[i];
-      memcpy(input_data[i], inputs[i], awkwardnames_input_table[i].num_bytes);
+      memcpy(input_data[i], inputs[i], awkwardnames_input_num_bytes(context, i));
     }
 #endif
   }
   for (i = 0; awkwardnames_output_table[i].name != NULL; ++i) {
-    in_place[i] = (unsigned char)awkwardnames_output_in_place(inputs, outputs, i);
+    in_place[i] = (unsigned char)awkwardnames_output_in_place(context, inputs, outputs, i);
   }
   for (i = 0; i < AWKWARDNAMES_NUM_BUFFERS; ++i) {
     const awkwardnames_buffer_desc* desc = &awkwardnames_buffer_table[i];
@@ -420,7 +558,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[awkwardnames_output_buffers[i]].data, used);
-    memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
+    memset((unsigned char*)outputs[i] + used, 0, awkwardnames_output_capacity(context, i) - used);
   }
   return AWKWARDNAMES_OK;
 }
@@ -430,9 +568,31 @@ awkwardnames_status awkwardnames_output_shape(const awkwardnames_context* contex
   int32_t d;
   if (context == NULL || dims == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
   if (info == NULL) return AWKWARDNAMES_ERROR_COUNT_MISMATCH;
-  for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
+  for (d = 0; d < info->ndim; ++d) dims[d] = awkwardnames_io_extent(context, info, awkwardnames_output_buffers[index], d);
   if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
   return AWKWARDNAMES_OK;
+}
+
+awkwardnames_status awkwardnames_input_shape(const awkwardnames_context* context, size_t index, int64_t* dims) {
+  const awkwardnames_tensor_info* info = awkwardnames_input_info(index);
+  int32_t d;
+  if (context == NULL || dims == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  if (info == NULL) return AWKWARDNAMES_ERROR_COUNT_MISMATCH;
+  for (d = 0; d < info->ndim; ++d) dims[d] = awkwardnames_io_extent(context, info, awkwardnames_input_buffers[index], d);
+  return AWKWARDNAMES_OK;
+}
+
+size_t awkwardnames_input_num_bytes(const awkwardnames_context* context, size_t index) {
+  const awkwardnames_tensor_info* info = awkwardnames_input_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  return info->num_bytes / info->num_elements * awkwardnames_io_elements(context, info, awkwardnames_input_buffers[index]);
+}
+
+size_t awkwardnames_output_capacity(const awkwardnames_context* context, size_t index) {
+  const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  return info->num_bytes / info->num_elements * awkwardnames_io_elements(context, info, awkwardnames_output_buffers[index]);
 }
 
 size_t awkwardnames_output_num_bytes(const awkwardnames_context* context, size_t index) {
@@ -445,7 +605,7 @@ size_t awkwardnames_output_num_elements(const awkwardnames_context* context, siz
   const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
   int64_t bound;
   if (context == NULL || info == NULL) return 0u;
-  if (info->dynamic_axis < 0) return info->num_elements;
+  if (info->dynamic_axis < 0) return awkwardnames_io_elements(context, info, awkwardnames_output_buffers[index]);
   bound = info->shape[info->dynamic_axis];
   return bound > 0 ? info->num_elements / (size_t)bound * (size_t)context->extents[index] : 0u;
 }
@@ -470,7 +630,7 @@ awkwardnames_status awkwardnames_run_buffers(awkwardnames_context* context, cons
     if (inputs[i] == NULL) {
       return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL buffer for input '", awkwardnames_input_table[i].name);
     }
-    if (input_bytes[i] != awkwardnames_input_table[i].num_bytes) {
+    if (input_bytes[i] != awkwardnames_input_num_bytes(context, i)) {
       return awkwardnames_fail(context, AWKWARDNAMES_ERROR_SIZE_MISMATCH, "wrong byte size for input '", awkwardnames_input_table[i].name);
     }
   }
@@ -478,7 +638,10 @@ awkwardnames_status awkwardnames_run_buffers(awkwardnames_context* context, cons
     if (outputs[i] == NULL) {
       return awkwardnames_fail(context, AWKWARDNAMES_ERROR_NULL_ARGUMENT, "NULL buffer for output '", awkwardnames_output_table[i].name);
     }
-    if (output_bytes[i] != awkwardnames_output_table[i].num_bytes) {
+    /* Static models: the exact size. With run-time dimensions: room for the output at the
+     * dimensions set (a buffer for the largest serves every run). */
+    if (AWKWARDNAMES_NUM_DIMS > 0 ? output_bytes[i] < awkwardnames_output_capacity(context, i)
+                                : output_bytes[i] != awkwardnames_output_capacity(context, i)) {
       return awkwardnames_fail(context, AWKWARDNAMES_ERROR_SIZE_MISMATCH, "wrong byte size for output '", awkwardnames_output_table[i].name);
     }
   }

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   npy_array inputs[AWKWARDNAMES_NUM_INPUTS + 1];
   npy_array expected[AWKWARDNAMES_NUM_OUTPUTS];
   const void* input_ptrs[AWKWARDNAMES_NUM_INPUTS + 1];
+  const int64_t* input_shapes[AWKWARDNAMES_NUM_INPUTS + 1];
   size_t input_bytes[AWKWARDNAMES_NUM_INPUTS + 1];
   void* outputs[2][AWKWARDNAMES_NUM_OUTPUTS];
   size_t output_bytes[AWKWARDNAMES_NUM_OUTPUTS];
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   for (k = 0; (info = awkwardnames_input_info(k)) != NULL; ++k) {
     if (load(argv[1], "input", k, &inputs[k]) != 0) return 1;
     input_ptrs[k] = inputs[k].data;
+    input_shapes[k] = inputs[k].shape;
     input_bytes[k] = inputs[k].data_bytes;
   }
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) {
@@ -117,7 +119,13 @@ int main(int argc, char** argv) {
     }
   }
   for (variant = 0; variant < 2; ++variant) {
-    awkwardnames_status status = awkwardnames_run_buffers(contexts[variant], input_ptrs, input_bytes, AWKWARDNAMES_NUM_INPUTS,
+    /* Models with run-time dimensions take them from the inputs (a no-op otherwise). */
+    awkwardnames_status status = awkwardnames_set_input_shapes(contexts[variant], input_shapes);
+    if (status != AWKWARDNAMES_OK) {
+      fprintf(stderr, "the inputs' shapes: %s (%s)\n", awkwardnames_status_string(status), awkwardnames_last_error(contexts[variant]));
+      return 1;
+    }
+    status = awkwardnames_run_buffers(contexts[variant], input_ptrs, input_bytes, AWKWARDNAMES_NUM_INPUTS,
                                          outputs[variant], output_bytes, AWKWARDNAMES_NUM_OUTPUTS);
     if (status != AWKWARDNAMES_OK) {
       fprintf(stderr, "run failed: %s (%s)\n", awkwardnames_status_string(status), awkwardnames_last_error(contexts[variant]));
@@ -148,7 +156,7 @@ int main(int argc, char** argv) {
       if (!matches(got, want, atol_table[k], rtol_table[k])) ++bad;
       if (isfinite(error) && error > worst) worst = error;
     }
-    if (memcmp(outputs[0][k], outputs[1][k], info->num_bytes) != 0) {
+    if (memcmp(outputs[0][k], outputs[1][k], bytes) != 0) {
       fprintf(stderr, "output '%s': the two contexts disagree\n", info->name);
       ++failures;
     }

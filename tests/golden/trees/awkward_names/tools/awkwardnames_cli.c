@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   npy_array arrays[AWKWARDNAMES_NUM_INPUTS + 1];
   const void* inputs[AWKWARDNAMES_NUM_INPUTS + 1];
   size_t input_bytes[AWKWARDNAMES_NUM_INPUTS + 1];
+  const int64_t* input_shapes[AWKWARDNAMES_NUM_INPUTS + 1];
   void* outputs[AWKWARDNAMES_NUM_OUTPUTS];
   unsigned char* output_blocks[AWKWARDNAMES_NUM_OUTPUTS];
   size_t output_bytes[AWKWARDNAMES_NUM_OUTPUTS];
@@ -178,7 +179,8 @@ int main(int argc, char** argv) {
       goto done;
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
-    for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
+    /* With run-time dimensions the shapes choose them (checked when the context is made). */
+    for (d = 0; same_shape && AWKWARDNAMES_NUM_DIMS == 0 && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
     if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, AWKWARDNAMES_DTYPE_IS_RAW_BITS(info->dtype))) {
       char want[256], got[256], descr[64];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
@@ -190,6 +192,7 @@ int main(int argc, char** argv) {
     }
     inputs[k] = arrays[k].data;
     input_bytes[k] = arrays[k].data_bytes;
+    input_shapes[k] = arrays[k].shape;
   }
   for (k = 0; k < AWKWARDNAMES_NUM_OUTPUTS; ++k) {
     output_bytes[k] = awkwardnames_output_info(k)->num_bytes;
@@ -228,6 +231,13 @@ int main(int argc, char** argv) {
                                 AWKWARDNAMES_WORKSPACE_BYTES, &context);
   if (status != AWKWARDNAMES_OK) {
     fprintf(stderr, "awkwardnames_cli: cannot create a context: %s\n", awkwardnames_status_string(status));
+    goto done;
+  }
+  status = awkwardnames_set_input_shapes(context, input_shapes);
+  if (status != AWKWARDNAMES_OK) {
+    char message[512];
+    fprintf(stderr, "awkwardnames_cli: the inputs' shapes: %s (%s)\n", awkwardnames_status_string(status),
+            printable(awkwardnames_last_error(context), message, sizeof(message)));
     goto done;
   }
   status = awkwardnames_context_set_threads(context, threads > AWKWARDNAMES_MAX_THREADS ? -1 : (int)threads);

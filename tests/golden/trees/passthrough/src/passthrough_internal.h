@@ -12,6 +12,9 @@
 #define PASSTHROUGH_NUM_BUFFERS 3
 #define PASSTHROUGH_NUM_ARGS 2
 #define PASSTHROUGH_NUM_STEPS 1
+/* Extents computed from the run-time dimensions (every extent of each tensor whose shape
+ * depends on them, and the sizes kernels take as integers). */
+#define PASSTHROUGH_NUM_SHAPE_VALUES 0
 
 /* A macro's value as a string literal, for messages ("expected " PASSTHROUGH_TEXT(PASSTHROUGH_NUM_INPUTS)). */
 #define PASSTHROUGH_TEXT_(x) #x
@@ -32,7 +35,7 @@
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define PASSTHROUGH_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct passthrough_context), a multiple of 64; the arena follows it. */
-#define PASSTHROUGH_CONTEXT_BYTES 3200u
+#define PASSTHROUGH_CONTEXT_BYTES 3264u
 
 /* Worker threads: PASSTHROUGH_THREADS is 1 when the build found pthreads (CMake sets it). */
 #ifndef PASSTHROUGH_THREADS
@@ -102,11 +105,14 @@ typedef struct passthrough_buffer_desc {
   const int64_t* shape;
   size_t slot;         /* arena offset, input index, or constant index */
   int32_t output;      /* the output computed in the caller's buffer when it allows, or -1 */
+  int32_t dynamic_shape;  /* -1, or where its extents start in the context's shape values */
 } passthrough_buffer_desc;
 
+enum { PASSTHROUGH_ARG_INT = 0, PASSTHROUGH_ARG_TENSOR = 1, PASSTHROUGH_ARG_SIZE = 2 };
+
 typedef struct passthrough_arg_desc {
-  uint8_t is_tensor;
-  int64_t value;  /* buffer index, or the integer itself */
+  uint8_t kind;   /* PASSTHROUGH_ARG_* */
+  int64_t value;  /* buffer index, the integer itself, or a run-time size's index in the shape values */
 } passthrough_arg_desc;
 
 typedef struct passthrough_step_desc {
@@ -117,6 +123,16 @@ typedef struct passthrough_step_desc {
   size_t scratch_offset;
   size_t scratch_bytes;
 } passthrough_step_desc;
+
+/* Run-time dimensions: their ranges, the largest value each shape value may take (the arena
+ * was planned for those), the function computing the shape values, and for each input axis
+ * the dimension it gives (-1: fixed), from that input's first axis on. */
+extern const passthrough_dim_info passthrough_dim_table[];
+extern const int64_t passthrough_shape_limits[];
+void passthrough_compute_shapes(const int64_t* dims, int64_t* values);
+extern const int32_t passthrough_input_axis_dims[];
+extern const uint32_t passthrough_input_axis_first[];
+extern const uint32_t passthrough_input_buffers[];  /* the buffer that is input i */
 
 /* Every table ends with a zero sentinel so that none is empty. */
 extern const passthrough_buffer_desc passthrough_buffer_table[];

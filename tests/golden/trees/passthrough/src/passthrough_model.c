@@ -54,10 +54,10 @@ const size_t passthrough_constant_offsets[] = {
 const unsigned char passthrough_weights_sha256[32] = { 0x63, 0xf3, 0xd2, 0x02, 0xf7, 0xd7, 0xf6, 0xb4, 0x2d, 0xac, 0x09, 0x9b, 0xe1, 0x12, 0xe7, 0x61, 0x9f, 0x8b, 0x88, 0x98, 0xea, 0xf4, 0xe9, 0xb3, 0x29, 0x3a, 0x70, 0xbd, 0x76, 0x95, 0xcf, 0x93 };
 
 const passthrough_buffer_desc passthrough_buffer_table[] = {
-  { PASSTHROUGH_HOME_INPUT, 2, 32, 2, passthrough_shape_0, 0u, -1 },  /* #0 float32[2, 5] */
-  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 64u, 1 },  /* #1 float32[2, 5] */
-  { PASSTHROUGH_HOME_CONSTANT, 2, 32, 2, passthrough_shape_1, 0u, -1 },  /* #2 float32[2, 3] */
-  { 0, 0, 0, 0, NULL, 0u, -1 }
+  { PASSTHROUGH_HOME_INPUT, 2, 32, 2, passthrough_shape_0, 0u, -1, -1 },  /* #0 float32[2, 5] */
+  { PASSTHROUGH_HOME_ARENA, 2, 32, 2, passthrough_shape_0, 64u, 1, -1 },  /* #1 float32[2, 5] */
+  { PASSTHROUGH_HOME_CONSTANT, 2, 32, 2, passthrough_shape_1, 0u, -1, -1 },  /* #2 float32[2, 3] */
+  { 0, 0, 0, 0, NULL, 0u, -1, -1 }
 };
 
 const passthrough_arg_desc passthrough_arg_table[] = {
@@ -70,6 +70,31 @@ const passthrough_step_desc passthrough_step_table[] = {
   { __tvm_ffi_passthrough_tir_exp, "tir_exp", 0u, 2u, 0u, 0u },
   { NULL, NULL, 0u, 0u, 0u, 0u }
 };
+
+const passthrough_dim_info passthrough_dim_table[] = {
+  { NULL, NULL, 0, 0 }
+};
+
+const int32_t passthrough_input_axis_dims[] = { -1, -1, -1 };
+const uint32_t passthrough_input_axis_first[] = { 0u, 0u };
+const uint32_t passthrough_input_buffers[] = { 0u, 0u };
+
+const int64_t passthrough_shape_limits[] = { 0 };
+
+/* C's / and % truncate; the model's sizes use floor division (divisors are positive constants). */
+static int64_t dim_floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+static int64_t dim_floormod(int64_t a, int64_t b) { return a - dim_floordiv(a, b) * b; }
+static int64_t dim_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t dim_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void passthrough_compute_shapes(const int64_t* dims, int64_t* values) {
+  (void)dims;
+  (void)values;
+  (void)dim_floordiv;
+  (void)dim_floormod;
+  (void)dim_min;
+  (void)dim_max;
+}
 
 const char* const passthrough_builtin_texts[] = {
   NULL

@@ -36,6 +36,12 @@ struct passthrough_context {
   char message[PASSTHROUGH_MESSAGE_BYTES];
   int64_t extents[PASSTHROUGH_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[PASSTHROUGH_NUM_BUFFERS + 1];
+  /* Dimensions chosen at run time (passthrough_set_dims) and the extents computed from them,
+   * which the tensors of shapes that depend on them point into; the scratch copy is checked
+   * before it replaces them. */
+  int64_t dims[PASSTHROUGH_NUM_DIMS + 1];
+  int64_t shape_values[PASSTHROUGH_NUM_SHAPE_VALUES + 1];
+  int64_t shape_scratch[PASSTHROUGH_NUM_SHAPE_VALUES + 1];
   TVMFFIAny args[PASSTHROUGH_NUM_ARGS + 1];
   passthrough_pool pool;
 };
@@ -186,7 +192,8 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
     tensor->dtype.code = desc->dtype_code;
     tensor->dtype.bits = desc->dtype_bits;
     tensor->dtype.lanes = 1;
-    tensor->shape = (int64_t*)(uintptr_t)desc->shape;
+    tensor->shape = desc->dynamic_shape >= 0 ? &context->shape_values[desc->dynamic_shape]
+                                             : (int64_t*)(uintptr_t)desc->shape;
     tensor->strides = NULL;
     tensor->byte_offset = 0;
   }
@@ -195,15 +202,23 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
     uint32_t a;
     for (a = passthrough_step_table[i].first_arg; a < passthrough_step_table[i].first_arg + passthrough_step_table[i].num_args; ++a) {
       const passthrough_arg_desc* desc = &passthrough_arg_table[a];
-      if (desc->is_tensor) {
+      if (desc->kind == PASSTHROUGH_ARG_TENSOR) {
         context->args[a].type_index = PASSTHROUGH_FFI_DLTENSOR_PTR;
         context->args[a].v_ptr = &context->tensors[desc->value];
       } else {
         context->args[a].type_index = PASSTHROUGH_FFI_INT;
-        context->args[a].v_int64 = desc->value;
+        context->args[a].v_int64 = desc->value;  /* a run-time size: set by set_dims below */
       }
     }
   }
+#if PASSTHROUGH_NUM_DIMS > 0
+  {
+    /* Until the caller chooses, every dimension is at its largest (the header's shapes). */
+    int64_t largest[PASSTHROUGH_NUM_DIMS];
+    for (i = 0; i < PASSTHROUGH_NUM_DIMS; ++i) largest[i] = passthrough_dim_table[i].max;
+    if (passthrough_set_dims(context, largest) != PASSTHROUGH_OK) return PASSTHROUGH_ERROR_DIMS;
+  }
+#endif
   *out_context = context;
   return PASSTHROUGH_OK;
 }
@@ -281,6 +296,7 @@ const char* passthrough_status_string(passthrough_status status) {
     case PASSTHROUGH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case PASSTHROUGH_ERROR_KERNEL_FAILED: return "a kernel failed";
     case PASSTHROUGH_ERROR_INVALID_INPUT: return "input data the model cannot take (an index out of range)";
+    case PASSTHROUGH_ERROR_DIMS: return "a dimension outside its range, or inputs that disagree on a dimension";
     case PASSTHROUGH_ERROR_THREADS: return "threads unavailable or thread count out of range";
     case PASSTHROUGH_ERROR_UNSUPPORTED_CPU:
       return "this CPU lacks the instructions of the kernels built in; rebuild with PASSTHROUGH_PORTABLE_KERNELS=ON";
@@ -322,18 +338,140 @@ static int passthrough_overlaps(const void* a, size_t a_bytes, const void* b, si
   return x < y + b_bytes && y < x + a_bytes;
 }
 
+/* ---- dimensions chosen at run time ---------------------------------------------------- */
+
+/* Extent d of an input or output: its tensor's (which follows the dimensions set) when the
+ * model has run-time dimensions, else the I/O table's. */
+static int64_t passthrough_io_extent(const passthrough_context* context, const passthrough_tensor_info* info,
+                                  uint32_t buffer, int32_t d) {
+#if PASSTHROUGH_NUM_DIMS > 0
+  if (context->tensors[buffer].ndim == info->ndim) return context->tensors[buffer].shape[d];
+#else
+  (void)context;
+  (void)buffer;
+#endif
+  return info->shape[d];
+}
+
+static size_t passthrough_io_elements(const passthrough_context* context, const passthrough_tensor_info* info,
+                                   uint32_t buffer) {
+  size_t count = 1;
+  int32_t d;
+  if (PASSTHROUGH_NUM_DIMS == 0) return info->num_elements;
+  for (d = 0; d < info->ndim; ++d) count *= (size_t)passthrough_io_extent(context, info, buffer, d);
+  return count;
+}
+
+const passthrough_dim_info* passthrough_dim(size_t index) {
+  size_t i;  /* to the sentinel: index < 0 dimensions would trip -Wtype-limits */
+  for (i = 0; passthrough_dim_table[i].name != NULL; ++i) {
+    if (i == index) return &passthrough_dim_table[i];
+  }
+  return NULL;
+}
+
+passthrough_status passthrough_set_dims(passthrough_context* context, const int64_t* dims) {
+#if PASSTHROUGH_NUM_DIMS > 0
+  size_t i;
+  if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (dims == NULL) return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL dims", NULL);
+  for (i = 0; i < PASSTHROUGH_NUM_DIMS; ++i) {
+    if (dims[i] < passthrough_dim_table[i].min || dims[i] > passthrough_dim_table[i].max) {
+      return passthrough_fail(context, PASSTHROUGH_ERROR_DIMS, "dimension outside its range (see passthrough_dim): '",
+                          passthrough_dim_table[i].name);
+    }
+  }
+  passthrough_compute_shapes(dims, context->shape_scratch);
+  for (i = 0; i < PASSTHROUGH_NUM_SHAPE_VALUES; ++i) {
+    /* The arena holds each tensor at its largest extents; a model whose sizes shrink as a
+     * dimension grows could ask for more at other values: refused, never overrun. */
+    if (context->shape_scratch[i] < 0 || context->shape_scratch[i] > passthrough_shape_limits[i]) {
+      return passthrough_fail(context, PASSTHROUGH_ERROR_DIMS,
+                          "these dimensions give a tensor extent beyond what the arena was planned for", NULL);
+    }
+  }
+  memcpy(context->shape_values, context->shape_scratch, sizeof(context->shape_values));
+  memcpy(context->dims, dims, sizeof(int64_t) * PASSTHROUGH_NUM_DIMS);
+  for (i = 0; passthrough_step_table[i].kernel != NULL; ++i) {
+    uint32_t a;
+    for (a = passthrough_step_table[i].first_arg; a < passthrough_step_table[i].first_arg + passthrough_step_table[i].num_args; ++a) {
+      if (passthrough_arg_table[a].kind == PASSTHROUGH_ARG_SIZE) {
+        context->args[a].v_int64 = context->shape_values[passthrough_arg_table[a].value];
+      }
+    }
+  }
+  return PASSTHROUGH_OK;
+#else
+  if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  (void)dims;
+  return PASSTHROUGH_OK;  /* no dimension to set */
+#endif
+}
+
+passthrough_status passthrough_get_dims(const passthrough_context* context, int64_t* dims) {
+  if (context == NULL || (PASSTHROUGH_NUM_DIMS > 0 && dims == NULL)) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  if (PASSTHROUGH_NUM_DIMS > 0) memcpy(dims, context->dims, sizeof(int64_t) * PASSTHROUGH_NUM_DIMS);
+  return PASSTHROUGH_OK;
+}
+
+passthrough_status passthrough_set_input_shapes(passthrough_context* context, const int64_t* const* shapes) {
+  int64_t dims[PASSTHROUGH_NUM_DIMS + 1];
+  unsigned char seen[PASSTHROUGH_NUM_DIMS + 1];
+  size_t i;
+  if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  context->message[0] = '\0';
+  if (shapes == NULL && PASSTHROUGH_NUM_INPUTS > 0) {
+    return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL array of shapes", NULL);
+  }
+  memset(dims, 0, sizeof(dims));
+  memset(seen, 0, sizeof(seen));
+  for (i = 0; passthrough_input_table[i].name != NULL; ++i) {
+    const passthrough_tensor_info* info = &passthrough_input_table[i];
+    int32_t d;
+    if (shapes[i] == NULL) return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL shape for input '", info->name);
+    for (d = 0; d < info->ndim; ++d) {
+      int32_t dim = passthrough_input_axis_dims[passthrough_input_axis_first[i] + (uint32_t)d];
+      int64_t value = shapes[i][d];
+      if (dim < 0) {
+        if (value != info->shape[d]) {
+          return passthrough_fail(context, PASSTHROUGH_ERROR_SIZE_MISMATCH, "a fixed dimension differs from the model's in input '", info->name);
+        }
+        continue;
+      }
+      if (seen[dim] && dims[dim] != value) {
+        return passthrough_fail(context, PASSTHROUGH_ERROR_DIMS,
+                            "inputs disagree on a dimension they share; the second to give it is input '", info->name);
+      }
+      dims[dim] = value;
+      seen[dim] = 1;
+    }
+  }
+  return passthrough_set_dims(context, dims);
+}
+
+passthrough_status passthrough_run_shaped(passthrough_context* context, const int64_t* dims,
+                                   const passthrough_inputs* inputs, const passthrough_outputs* outputs) {
+  passthrough_status status = passthrough_set_dims(context, dims);
+  return status != PASSTHROUGH_OK ? status : passthrough_run(context, inputs, outputs);
+}
+
 /* Whether output i can be computed straight into the caller's buffer: the plan allows it,
    the buffer is aligned as the kernels assume, and it overlaps no input and no other output
    (kernels would overwrite what they still read). Otherwise it is copied out of the arena. */
-static int passthrough_output_in_place(const void* const* inputs, void* const* outputs, size_t index) {
+static int passthrough_output_in_place(const passthrough_context* context, const void* const* inputs,
+                                       void* const* outputs, size_t index) {
   const passthrough_tensor_info* info = &passthrough_output_table[index];
   size_t j;
+  size_t bytes = passthrough_output_capacity(context, index);
+  (void)info;
   if (!passthrough_output_direct[index] || (uintptr_t)outputs[index] % PASSTHROUGH_WORKSPACE_ALIGNMENT != 0) return 0;
   for (j = 0; passthrough_input_table[j].name != NULL; ++j) {
-    if (passthrough_overlaps(outputs[index], info->num_bytes, inputs[j], passthrough_input_table[j].num_bytes)) return 0;
+    if (passthrough_overlaps(outputs[index], bytes, inputs[j], passthrough_input_num_bytes(context, j))) return 0;
   }
   for (j = 0; passthrough_output_table[j].name != NULL; ++j) {
-    if (j != index && passthrough_overlaps(outputs[index], info->num_bytes, outputs[j], passthrough_output_table[j].num_bytes)) return 0;
+    if (j != index && passthrough_overlaps(outputs[index], bytes, outputs[j], passthrough_output_capacity(context, j))) return 0;
   }
   return 1;
 }
@@ -353,12 +491,12 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
 #if PASSTHROUGH_STAGE_INPUTS
     if ((uintptr_t)inputs[i] % PASSTHROUGH_WORKSPACE_ALIGNMENT != 0) {
       input_data[i] = context->arena + passthrough_input_staging[i];
-      memcpy(input_data[i], inputs[i], passthrough_input_table[i].num_bytes);
+      memcpy(input_data[i], inputs[i], passthrough_input_num_bytes(context, i));
     }
 #endif
   }
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
-    in_place[i] = (unsigned char)passthrough_output_in_place(inputs, outputs, i);
+    in_place[i] = (unsigned char)passthrough_output_in_place(context, inputs, outputs, i);
   }
   for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
     const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
@@ -420,7 +558,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     if (in_place[i]) continue;  /* computed there (never a bounded output) */
     /* memmove: an output may be a pass-through of an input the caller also gave as output. */
     memmove(outputs[i], context->tensors[passthrough_output_buffers[i]].data, used);
-    memset((unsigned char*)outputs[i] + used, 0, info->num_bytes - used);
+    memset((unsigned char*)outputs[i] + used, 0, passthrough_output_capacity(context, i) - used);
   }
   return PASSTHROUGH_OK;
 }
@@ -430,9 +568,31 @@ passthrough_status passthrough_output_shape(const passthrough_context* context, 
   int32_t d;
   if (context == NULL || dims == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
   if (info == NULL) return PASSTHROUGH_ERROR_COUNT_MISMATCH;
-  for (d = 0; d < info->ndim; ++d) dims[d] = info->shape[d];
+  for (d = 0; d < info->ndim; ++d) dims[d] = passthrough_io_extent(context, info, passthrough_output_buffers[index], d);
   if (info->dynamic_axis >= 0) dims[info->dynamic_axis] = context->extents[index];
   return PASSTHROUGH_OK;
+}
+
+passthrough_status passthrough_input_shape(const passthrough_context* context, size_t index, int64_t* dims) {
+  const passthrough_tensor_info* info = passthrough_input_info(index);
+  int32_t d;
+  if (context == NULL || dims == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  if (info == NULL) return PASSTHROUGH_ERROR_COUNT_MISMATCH;
+  for (d = 0; d < info->ndim; ++d) dims[d] = passthrough_io_extent(context, info, passthrough_input_buffers[index], d);
+  return PASSTHROUGH_OK;
+}
+
+size_t passthrough_input_num_bytes(const passthrough_context* context, size_t index) {
+  const passthrough_tensor_info* info = passthrough_input_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  return info->num_bytes / info->num_elements * passthrough_io_elements(context, info, passthrough_input_buffers[index]);
+}
+
+size_t passthrough_output_capacity(const passthrough_context* context, size_t index) {
+  const passthrough_tensor_info* info = passthrough_output_info(index);
+  if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  return info->num_bytes / info->num_elements * passthrough_io_elements(context, info, passthrough_output_buffers[index]);
 }
 
 size_t passthrough_output_num_bytes(const passthrough_context* context, size_t index) {
@@ -445,7 +605,7 @@ size_t passthrough_output_num_elements(const passthrough_context* context, size_
   const passthrough_tensor_info* info = passthrough_output_info(index);
   int64_t bound;
   if (context == NULL || info == NULL) return 0u;
-  if (info->dynamic_axis < 0) return info->num_elements;
+  if (info->dynamic_axis < 0) return passthrough_io_elements(context, info, passthrough_output_buffers[index]);
   bound = info->shape[info->dynamic_axis];
   return bound > 0 ? info->num_elements / (size_t)bound * (size_t)context->extents[index] : 0u;
 }
@@ -470,7 +630,7 @@ passthrough_status passthrough_run_buffers(passthrough_context* context, const v
     if (inputs[i] == NULL) {
       return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL buffer for input '", passthrough_input_table[i].name);
     }
-    if (input_bytes[i] != passthrough_input_table[i].num_bytes) {
+    if (input_bytes[i] != passthrough_input_num_bytes(context, i)) {
       return passthrough_fail(context, PASSTHROUGH_ERROR_SIZE_MISMATCH, "wrong byte size for input '", passthrough_input_table[i].name);
     }
   }
@@ -478,7 +638,10 @@ passthrough_status passthrough_run_buffers(passthrough_context* context, const v
     if (outputs[i] == NULL) {
       return passthrough_fail(context, PASSTHROUGH_ERROR_NULL_ARGUMENT, "NULL buffer for output '", passthrough_output_table[i].name);
     }
-    if (output_bytes[i] != passthrough_output_table[i].num_bytes) {
+    /* Static models: the exact size. With run-time dimensions: room for the output at the
+     * dimensions set (a buffer for the largest serves every run). */
+    if (PASSTHROUGH_NUM_DIMS > 0 ? output_bytes[i] < passthrough_output_capacity(context, i)
+                                : output_bytes[i] != passthrough_output_capacity(context, i)) {
       return passthrough_fail(context, PASSTHROUGH_ERROR_SIZE_MISMATCH, "wrong byte size for output '", passthrough_output_table[i].name);
     }
   }

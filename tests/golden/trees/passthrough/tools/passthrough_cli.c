@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   npy_array arrays[PASSTHROUGH_NUM_INPUTS + 1];
   const void* inputs[PASSTHROUGH_NUM_INPUTS + 1];
   size_t input_bytes[PASSTHROUGH_NUM_INPUTS + 1];
+  const int64_t* input_shapes[PASSTHROUGH_NUM_INPUTS + 1];
   void* outputs[PASSTHROUGH_NUM_OUTPUTS];
   unsigned char* output_blocks[PASSTHROUGH_NUM_OUTPUTS];
   size_t output_bytes[PASSTHROUGH_NUM_OUTPUTS];
@@ -178,7 +179,8 @@ int main(int argc, char** argv) {
       goto done;
     }
     if (arrays[k].ndim != info->ndim) same_shape = 0;
-    for (d = 0; same_shape && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
+    /* With run-time dimensions the shapes choose them (checked when the context is made). */
+    for (d = 0; same_shape && PASSTHROUGH_NUM_DIMS == 0 && d < info->ndim; ++d) same_shape = arrays[k].shape[d] == info->shape[d];
     if (!same_shape || !npy_descr_accepted(info->npy_descr, arrays[k].descr, PASSTHROUGH_DTYPE_IS_RAW_BITS(info->dtype))) {
       char want[256], got[256], descr[64];
       npy_shape_text(info->ndim, info->shape, want, sizeof(want));
@@ -190,6 +192,7 @@ int main(int argc, char** argv) {
     }
     inputs[k] = arrays[k].data;
     input_bytes[k] = arrays[k].data_bytes;
+    input_shapes[k] = arrays[k].shape;
   }
   for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) {
     output_bytes[k] = passthrough_output_info(k)->num_bytes;
@@ -228,6 +231,13 @@ int main(int argc, char** argv) {
                                 PASSTHROUGH_WORKSPACE_BYTES, &context);
   if (status != PASSTHROUGH_OK) {
     fprintf(stderr, "passthrough_cli: cannot create a context: %s\n", passthrough_status_string(status));
+    goto done;
+  }
+  status = passthrough_set_input_shapes(context, input_shapes);
+  if (status != PASSTHROUGH_OK) {
+    char message[512];
+    fprintf(stderr, "passthrough_cli: the inputs' shapes: %s (%s)\n", passthrough_status_string(status),
+            printable(passthrough_last_error(context), message, sizeof(message)));
     goto done;
   }
   status = passthrough_context_set_threads(context, threads > PASSTHROUGH_MAX_THREADS ? -1 : (int)threads);

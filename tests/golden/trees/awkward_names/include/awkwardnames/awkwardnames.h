@@ -74,7 +74,8 @@ typedef enum awkwardnames_status {
   AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no awkwardnames_weights_load/attach yet */
   AWKWARDNAMES_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
   AWKWARDNAMES_ERROR_WEIGHTS_MISMATCH = 12,    /* external weights: size or SHA-256 is not this model's */
-  AWKWARDNAMES_ERROR_INVALID_INPUT = 13        /* input data out of the model's domain (an index out of range); nothing was written */
+  AWKWARDNAMES_ERROR_INVALID_INPUT = 13,       /* input data out of the model's domain (an index out of range); nothing was written */
+  AWKWARDNAMES_ERROR_DIMS = 14                 /* a dimension outside its range, or inputs that disagree on a shared one */
 } awkwardnames_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -114,6 +115,12 @@ typedef struct awkwardnames_tensor_info {
   size_t num_bytes;        /* of that shape: the size of the caller's buffer */
   int32_t dynamic_axis;    /* -1, or the axis of a bounded output whose extent depends on the data */
 } awkwardnames_tensor_info;
+
+/* Dimensions chosen at run time, within ranges fixed at generation (--input-shape NAME=LO..HI).
+ * A context starts with each at its largest; awkwardnames_set_dims() or
+ * awkwardnames_set_input_shapes() choose others before a run. Shapes below show them as
+ * LO..HI; the byte sizes are those at the largest values. */
+#define AWKWARDNAMES_NUM_DIMS 0
 
 /* Input 0 "input:0": float32[2, 3], 24 bytes. */
 #define AWKWARDNAMES_INPUT_INPUT_0_INDEX 0
@@ -158,6 +165,17 @@ typedef struct awkwardnames_outputs {
 } awkwardnames_outputs;
 
 typedef struct awkwardnames_context awkwardnames_context;
+
+/* A dimension chosen at run time. */
+typedef struct awkwardnames_dim_info {
+  const char* name;    /* the model's own name (an ONNX dim_param, or "<input>_<axis>") */
+  const char* c_name;  /* the C identifier used in this header */
+  int64_t min;
+  int64_t max;
+} awkwardnames_dim_info;
+
+/* Dimension `index` (AWKWARDNAMES_DIM_*); NULL when out of range (always, for a static model). */
+AWKWARDNAMES_API const awkwardnames_dim_info* awkwardnames_dim(size_t index);
 
 /* The I/O table; NULL when index is out of range. */
 AWKWARDNAMES_API const awkwardnames_tensor_info* awkwardnames_input_info(size_t index);
@@ -210,7 +228,29 @@ AWKWARDNAMES_API size_t awkwardnames_output_num_bytes(const awkwardnames_context
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run(awkwardnames_context* context, const awkwardnames_inputs* inputs,
                                   const awkwardnames_outputs* outputs);
 
-/* Run the model on untyped buffers in model order, checking every byte size. */
+/* Choose the dimensions for the next runs on this context: AWKWARDNAMES_NUM_DIMS values in
+ * AWKWARDNAMES_DIM_* order, each within its range (AWKWARDNAMES_ERROR_DIMS otherwise, and the
+ * context keeps its previous ones). Input and output buffers then have the shapes those give
+ * (awkwardnames_input_shape, awkwardnames_output_shape). A no-op for a static model. */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_set_dims(awkwardnames_context* context, const int64_t* dims);
+/* The dimensions set (AWKWARDNAMES_NUM_DIMS values). */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_get_dims(const awkwardnames_context* context, int64_t* dims);
+/* Set the dimensions from the shapes of the inputs (shapes[i]: input i's ndim extents): a
+ * fixed extent must be the model's (AWKWARDNAMES_ERROR_SIZE_MISMATCH), inputs that share a
+ * dimension must agree and each must be in its range (AWKWARDNAMES_ERROR_DIMS). */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_set_input_shapes(awkwardnames_context* context, const int64_t* const* shapes);
+/* The shape input `index` has at the dimensions set, and its bytes. */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_input_shape(const awkwardnames_context* context, size_t index, int64_t* dims);
+AWKWARDNAMES_API size_t awkwardnames_input_num_bytes(const awkwardnames_context* context, size_t index);
+/* The bytes output `index` needs in the caller's buffer at the dimensions set (a bounded
+ * output: its bound). */
+AWKWARDNAMES_API size_t awkwardnames_output_capacity(const awkwardnames_context* context, size_t index);
+/* awkwardnames_set_dims, then awkwardnames_run. */
+AWKWARDNAMES_API awkwardnames_status awkwardnames_run_shaped(awkwardnames_context* context, const int64_t* dims,
+                                         const awkwardnames_inputs* inputs, const awkwardnames_outputs* outputs);
+
+/* Run the model on untyped buffers in model order, checking every byte size (with run-time
+ * dimensions: inputs exactly as set, outputs at least awkwardnames_output_capacity). */
 AWKWARDNAMES_API awkwardnames_status awkwardnames_run_buffers(awkwardnames_context* context, const void* const* inputs,
                                           const size_t* input_bytes, size_t num_inputs,
                                           void* const* outputs, const size_t* output_bytes,

@@ -156,7 +156,47 @@ class Model {
   OutputVectors run(const Inputs& inputs) {
     OutputVectors result;
     run(inputs, Outputs{Span<float>(result.a_b_2), Span<float>(result.a_b), Span<float>(result.float_)});
+#if AWKWARDNAMES_NUM_DIMS > 0
+    /* Run-time dimensions: each output cut to its size at the dimensions set. */
+    result.a_b_2.resize(output_elements(0));
+    result.a_b.resize(output_elements(1));
+    result.float_.resize(output_elements(2));
+#endif
     return result;
+  }
+
+  /* Sets the run-time dimensions from the inputs' shapes (one vector of extents per input,
+   * in model order), then runs; see awkwardnames_set_input_shapes. */
+  OutputVectors run(const Inputs& inputs, const std::vector<std::vector<std::int64_t>>& input_shapes) {
+    set_input_shapes(input_shapes);
+    return run(inputs);
+  }
+
+  /* The dimensions chosen at run time (AWKWARDNAMES_NUM_DIMS of them, AWKWARDNAMES_DIM_* order). */
+  void set_dims(const std::vector<std::int64_t>& dims) {
+    if (dims.size() != AWKWARDNAMES_NUM_DIMS) {
+      throw Error(AWKWARDNAMES_ERROR_COUNT_MISMATCH, "awkwardnames: set_dims takes " + std::to_string(AWKWARDNAMES_NUM_DIMS) + " values");
+    }
+    check(awkwardnames_set_dims(context_, dims.data()), "cannot set the dimensions");
+  }
+  std::vector<std::int64_t> dims() const {
+    std::vector<std::int64_t> values(AWKWARDNAMES_NUM_DIMS + 1);  // + 1: never a NULL data()
+    check(awkwardnames_get_dims(context_, values.data()), "cannot read the dimensions");
+    values.pop_back();
+    return values;
+  }
+  void set_input_shapes(const std::vector<std::vector<std::int64_t>>& shapes) {
+    const std::int64_t* pointers[AWKWARDNAMES_NUM_INPUTS + 1] = {nullptr};
+    if (shapes.size() != AWKWARDNAMES_NUM_INPUTS) {
+      throw Error(AWKWARDNAMES_ERROR_COUNT_MISMATCH, "awkwardnames: one shape per input (" + std::to_string(AWKWARDNAMES_NUM_INPUTS) + ")");
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (static_cast<std::int64_t>(shapes[i].size()) != awkwardnames_input_info(i)->ndim) {
+        throw Error(AWKWARDNAMES_ERROR_SIZE_MISMATCH, std::string("awkwardnames: wrong rank for input '") + awkwardnames_input_info(i)->name + "'");
+      }
+      pointers[i] = shapes[i].data();
+    }
+    check(awkwardnames_set_input_shapes(context_, pointers), "the inputs' shapes");
   }
 
   /* The shape output `index` had in the last run; see awkwardnames_output_shape. */

@@ -55,7 +55,7 @@ extern "C" {
 /* The largest rank among the outputs (for arrays of output dimensions). */
 #define PASSTHROUGH_MAX_OUTPUT_NDIM 2
 /* Bytes of caller-supplied workspace for passthrough_context_init(): context + arena. */
-#define PASSTHROUGH_WORKSPACE_BYTES 3328u
+#define PASSTHROUGH_WORKSPACE_BYTES 3392u
 #define PASSTHROUGH_WORKSPACE_ALIGNMENT 64u
 #define PASSTHROUGH_ARENA_BYTES 128u
 #define PASSTHROUGH_WEIGHT_BYTES 24u
@@ -74,7 +74,8 @@ typedef enum passthrough_status {
   PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED = 10,   /* external weights: no passthrough_weights_load/attach yet */
   PASSTHROUGH_ERROR_WEIGHTS_UNREADABLE = 11,   /* external weights: the file cannot be opened or read */
   PASSTHROUGH_ERROR_WEIGHTS_MISMATCH = 12,    /* external weights: size or SHA-256 is not this model's */
-  PASSTHROUGH_ERROR_INVALID_INPUT = 13        /* input data out of the model's domain (an index out of range); nothing was written */
+  PASSTHROUGH_ERROR_INVALID_INPUT = 13,       /* input data out of the model's domain (an index out of range); nothing was written */
+  PASSTHROUGH_ERROR_DIMS = 14                 /* a dimension outside its range, or inputs that disagree on a shared one */
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
@@ -115,6 +116,12 @@ typedef struct passthrough_tensor_info {
   int32_t dynamic_axis;    /* -1, or the axis of a bounded output whose extent depends on the data */
 } passthrough_tensor_info;
 
+/* Dimensions chosen at run time, within ranges fixed at generation (--input-shape NAME=LO..HI).
+ * A context starts with each at its largest; passthrough_set_dims() or
+ * passthrough_set_input_shapes() choose others before a run. Shapes below show them as
+ * LO..HI; the byte sizes are those at the largest values. */
+#define PASSTHROUGH_NUM_DIMS 0
+
 /* Input 0 "x": float32[2, 5], 40 bytes. */
 #define PASSTHROUGH_INPUT_X_INDEX 0
 #define PASSTHROUGH_INPUT_X_NDIM 2
@@ -152,6 +159,17 @@ typedef struct passthrough_outputs {
 } passthrough_outputs;
 
 typedef struct passthrough_context passthrough_context;
+
+/* A dimension chosen at run time. */
+typedef struct passthrough_dim_info {
+  const char* name;    /* the model's own name (an ONNX dim_param, or "<input>_<axis>") */
+  const char* c_name;  /* the C identifier used in this header */
+  int64_t min;
+  int64_t max;
+} passthrough_dim_info;
+
+/* Dimension `index` (PASSTHROUGH_DIM_*); NULL when out of range (always, for a static model). */
+PASSTHROUGH_API const passthrough_dim_info* passthrough_dim(size_t index);
 
 /* The I/O table; NULL when index is out of range. */
 PASSTHROUGH_API const passthrough_tensor_info* passthrough_input_info(size_t index);
@@ -204,7 +222,29 @@ PASSTHROUGH_API size_t passthrough_output_num_bytes(const passthrough_context* c
 PASSTHROUGH_API passthrough_status passthrough_run(passthrough_context* context, const passthrough_inputs* inputs,
                                   const passthrough_outputs* outputs);
 
-/* Run the model on untyped buffers in model order, checking every byte size. */
+/* Choose the dimensions for the next runs on this context: PASSTHROUGH_NUM_DIMS values in
+ * PASSTHROUGH_DIM_* order, each within its range (PASSTHROUGH_ERROR_DIMS otherwise, and the
+ * context keeps its previous ones). Input and output buffers then have the shapes those give
+ * (passthrough_input_shape, passthrough_output_shape). A no-op for a static model. */
+PASSTHROUGH_API passthrough_status passthrough_set_dims(passthrough_context* context, const int64_t* dims);
+/* The dimensions set (PASSTHROUGH_NUM_DIMS values). */
+PASSTHROUGH_API passthrough_status passthrough_get_dims(const passthrough_context* context, int64_t* dims);
+/* Set the dimensions from the shapes of the inputs (shapes[i]: input i's ndim extents): a
+ * fixed extent must be the model's (PASSTHROUGH_ERROR_SIZE_MISMATCH), inputs that share a
+ * dimension must agree and each must be in its range (PASSTHROUGH_ERROR_DIMS). */
+PASSTHROUGH_API passthrough_status passthrough_set_input_shapes(passthrough_context* context, const int64_t* const* shapes);
+/* The shape input `index` has at the dimensions set, and its bytes. */
+PASSTHROUGH_API passthrough_status passthrough_input_shape(const passthrough_context* context, size_t index, int64_t* dims);
+PASSTHROUGH_API size_t passthrough_input_num_bytes(const passthrough_context* context, size_t index);
+/* The bytes output `index` needs in the caller's buffer at the dimensions set (a bounded
+ * output: its bound). */
+PASSTHROUGH_API size_t passthrough_output_capacity(const passthrough_context* context, size_t index);
+/* passthrough_set_dims, then passthrough_run. */
+PASSTHROUGH_API passthrough_status passthrough_run_shaped(passthrough_context* context, const int64_t* dims,
+                                         const passthrough_inputs* inputs, const passthrough_outputs* outputs);
+
+/* Run the model on untyped buffers in model order, checking every byte size (with run-time
+ * dimensions: inputs exactly as set, outputs at least passthrough_output_capacity). */
 PASSTHROUGH_API passthrough_status passthrough_run_buffers(passthrough_context* context, const void* const* inputs,
                                           const size_t* input_bytes, size_t num_inputs,
                                           void* const* outputs, const size_t* output_bytes,

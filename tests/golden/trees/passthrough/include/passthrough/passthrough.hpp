@@ -147,7 +147,47 @@ class Model {
   OutputVectors run(const Inputs& inputs) {
     OutputVectors result;
     run(inputs, Outputs{Span<float>(result.echo), Span<float>(result.exp_x), Span<float>(result.table)});
+#if PASSTHROUGH_NUM_DIMS > 0
+    /* Run-time dimensions: each output cut to its size at the dimensions set. */
+    result.echo.resize(output_elements(0));
+    result.exp_x.resize(output_elements(1));
+    result.table.resize(output_elements(2));
+#endif
     return result;
+  }
+
+  /* Sets the run-time dimensions from the inputs' shapes (one vector of extents per input,
+   * in model order), then runs; see passthrough_set_input_shapes. */
+  OutputVectors run(const Inputs& inputs, const std::vector<std::vector<std::int64_t>>& input_shapes) {
+    set_input_shapes(input_shapes);
+    return run(inputs);
+  }
+
+  /* The dimensions chosen at run time (PASSTHROUGH_NUM_DIMS of them, PASSTHROUGH_DIM_* order). */
+  void set_dims(const std::vector<std::int64_t>& dims) {
+    if (dims.size() != PASSTHROUGH_NUM_DIMS) {
+      throw Error(PASSTHROUGH_ERROR_COUNT_MISMATCH, "passthrough: set_dims takes " + std::to_string(PASSTHROUGH_NUM_DIMS) + " values");
+    }
+    check(passthrough_set_dims(context_, dims.data()), "cannot set the dimensions");
+  }
+  std::vector<std::int64_t> dims() const {
+    std::vector<std::int64_t> values(PASSTHROUGH_NUM_DIMS + 1);  // + 1: never a NULL data()
+    check(passthrough_get_dims(context_, values.data()), "cannot read the dimensions");
+    values.pop_back();
+    return values;
+  }
+  void set_input_shapes(const std::vector<std::vector<std::int64_t>>& shapes) {
+    const std::int64_t* pointers[PASSTHROUGH_NUM_INPUTS + 1] = {nullptr};
+    if (shapes.size() != PASSTHROUGH_NUM_INPUTS) {
+      throw Error(PASSTHROUGH_ERROR_COUNT_MISMATCH, "passthrough: one shape per input (" + std::to_string(PASSTHROUGH_NUM_INPUTS) + ")");
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (static_cast<std::int64_t>(shapes[i].size()) != passthrough_input_info(i)->ndim) {
+        throw Error(PASSTHROUGH_ERROR_SIZE_MISMATCH, std::string("passthrough: wrong rank for input '") + passthrough_input_info(i)->name + "'");
+      }
+      pointers[i] = shapes[i].data();
+    }
+    check(passthrough_set_input_shapes(context_, pointers), "the inputs' shapes");
   }
 
   /* The shape output `index` had in the last run; see passthrough_output_shape. */
