@@ -298,7 +298,8 @@ def _is_plain_copy(sch, block) -> bool:
     if not isinstance(body, tvm.tirx.BufferStore) or type(body.value).__name__ != "TensorLoad":
         return False
     source, target = body.value.source, body.buffer  # a TensorLoad names its buffer "source"
-    return [int(d) for d in source.shape] == [int(d) for d in target.shape] and str(
+    # Extents compared as text: equal numbers, or the same run-time dimension.
+    return [str(d) for d in source.shape] == [str(d) for d in target.shape] and str(
         body.value.indices
     ) == str(body.indices)
 
