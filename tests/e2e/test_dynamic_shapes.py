@@ -9,6 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import (
+    HEAP_COUNTING_PRELUDE,
     WARNINGS,
     build_package,
     configure_build,
@@ -93,32 +94,11 @@ def test_one_package_matches_onnxruntime_at_every_batch(package, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-API_PROGRAM = r"""
+API_PROGRAM = (
+    HEAP_COUNTING_PRELUDE
+    + r"""
 #include <batchedcnn/batchedcnn.h>
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-/* Every heap call in the process counted while `counting` is set (as in test_runtime_api). */
-extern void* __libc_malloc(size_t);
-extern void* __libc_calloc(size_t, size_t);
-extern void* __libc_realloc(void*, size_t);
-extern void __libc_free(void*);
-static volatile int counting;
-static volatile long heap_calls;
-void* malloc(size_t n) { heap_calls += counting; return __libc_malloc(n); }
-void* calloc(size_t n, size_t size) { heap_calls += counting; return __libc_calloc(n, size); }
-void* realloc(void* p, size_t n) { heap_calls += counting; return __libc_realloc(p, n); }
-void free(void* p) { heap_calls += counting && p != NULL; __libc_free(p); }
-
-#define EXPECT(cond)                                              \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      fprintf(stderr, "line %d: expected %s\n", __LINE__, #cond); \
-      return 1;                                                   \
-    }                                                             \
-  } while (0)
 
 #define RUN_BUFFERS() batchedcnn_run_buffers(context, in_ptrs, in_bytes, 2, out_ptrs, out_bytes, 1)
 
@@ -196,6 +176,7 @@ int main(void) {
   return 0;
 }
 """
+)
 
 
 def test_c_api_dimensions_errors_and_no_heap_call_in_any_run(package, tmp_path):

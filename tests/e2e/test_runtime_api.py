@@ -7,34 +7,12 @@ from __future__ import annotations
 import subprocess
 
 import numpy as np
-from packaging_helpers import WARNINGS, onnxruntime_outputs, run
+from packaging_helpers import HEAP_COUNTING_PRELUDE, WARNINGS, onnxruntime_outputs, run
 
-PROGRAM = r"""
+PROGRAM = (
+    HEAP_COUNTING_PRELUDE
+    + r"""
 #include <multiio/multiio.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-/* Interposition: the program's own allocator entry points win over libc's for every caller
- * in the process (the library, libc, libpthread); glibc's __libc_* do the work. */
-extern void* __libc_malloc(size_t);
-extern void* __libc_calloc(size_t, size_t);
-extern void* __libc_realloc(void*, size_t);
-extern void __libc_free(void*);
-static volatile int counting;
-static volatile long heap_calls;
-void* malloc(size_t n) { heap_calls += counting; return __libc_malloc(n); }
-void* calloc(size_t n, size_t size) { heap_calls += counting; return __libc_calloc(n, size); }
-void* realloc(void* p, size_t n) { heap_calls += counting; return __libc_realloc(p, n); }
-void free(void* p) { heap_calls += counting && p != NULL; __libc_free(p); }
-
-#define EXPECT(cond)                                                \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      fprintf(stderr, "line %d: expected %s\n", __LINE__, #cond);   \
-      return 1;                                                     \
-    }                                                               \
-  } while (0)
 
 #define WS MULTIIO_WORKSPACE_BYTES
 /* run_buffers with these input/output counts and arrays. */
@@ -166,6 +144,7 @@ int main(void) {
   return 0;
 }
 """
+)
 
 
 def test_c_api_rejects_bad_arguments_and_run_never_touches_the_heap(built, tmp_path):

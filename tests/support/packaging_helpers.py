@@ -17,6 +17,36 @@ SAMPLE_APPS = REPO / "sample_apps"
 WARNINGS = "-Wall -Wextra -Werror"
 
 
+# C for test programs of the C API: every heap call in the process counted while `counting`
+# is set, and EXPECT(cond), which fails the program with the line. Interposition: the
+# program's own allocator entry points win over libc's for every caller in the process (the
+# library, libc, libpthread); glibc's __libc_* do the work.
+HEAP_COUNTING_PRELUDE = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void __libc_free(void*);
+static volatile int counting;
+static volatile long heap_calls;
+void* malloc(size_t n) { heap_calls += counting; return __libc_malloc(n); }
+void* calloc(size_t n, size_t size) { heap_calls += counting; return __libc_calloc(n, size); }
+void* realloc(void* p, size_t n) { heap_calls += counting; return __libc_realloc(p, n); }
+void free(void* p) { heap_calls += counting && p != NULL; __libc_free(p); }
+
+#define EXPECT(cond)                                                \
+  do {                                                              \
+    if (!(cond)) {                                                  \
+      fprintf(stderr, "line %d: expected %s\n", __LINE__, #cond);   \
+      return 1;                                                     \
+    }                                                               \
+  } while (0)
+"""
+
+
 def cmake() -> str:
     """The cmake of the active environment (the PyPI wheel) before the system's."""
     local = Path(sys.executable).parent / "cmake"
