@@ -896,7 +896,7 @@ def _schedule_with(func, options: ScheduleOptions):
     elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
         _schedule_depthwise_nhwc(sch, block, options)
     elif kinds.endswith("SSR") and kinds.count("R") == 1:
-        if not hasattr(sch.get(sch.get_loops(block)[-2]).extent, "value"):
+        if not _is_static(sch, sch.get_loops(block)[-2]):
             # Columns known only at run time (attention's Q.K^T over the sequence): a
             # condition on every vector lane; TVM's plain loop, which LLVM vectorizes
             # itself, ran 27x faster (4 vs 114 us, 64 tokens, one thread).

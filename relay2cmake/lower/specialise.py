@@ -1,10 +1,11 @@
-"""Kernels with run-time dimensions, specialised to given values of them.
+"""Kernels with run-time dimensions: which they are, the dimensions' bounds, and the scratch
+they may hold.
 
 A kernel lowered with symbolic extents (``--input-shape x=1..8,...``) takes its dimensions
 from the tensors it is given. Its scratch requests then have sizes known only at run time;
-the arena reserves what the kernel asks for at the largest dimensions (``at_values`` with the
-upper bounds), and the driver's allocator refuses anything beyond that room (the kernel
-returns an error, never writes past it).
+the arena reserves what its intermediates take at the largest dimensions
+(``intermediate_scratch``), and the driver's allocator refuses anything beyond that room (the
+kernel returns an error, never writes past it).
 """
 
 from __future__ import annotations
@@ -33,45 +34,6 @@ def is_symbolic(func: Any) -> bool:
         if hasattr(param, "shape")
         for dim in param.shape
     )
-
-
-def at_values(prims: IRModule, values: dict[str, int]) -> IRModule:
-    """``prims`` with every run-time dimension (TIR variable named in ``values``) fixed: each
-    symbolic tensor parameter replaced by one of static shape, which TVM propagates through
-    the body. Kernels without symbolic tensors are kept as they are."""
-    import tvm
-    from tvm import tirx
-
-    names = sorted(values)
-    positions = {name: i for i, name in enumerate(names)}
-    point = tuple(values[name] for name in names)
-    functions = {}
-    for gv, func in prims.functions.items():
-        if not is_symbolic(func):
-            functions[gv] = func
-            continue
-        # TVM binds a variable through a parameter whose extent is that variable alone; the
-        # others' extents follow from it.
-        replaced: dict = {}
-        bound: set[str] = set()
-        for param in func.params:
-            dims = list(param.shape) if hasattr(param, "shape") else []
-            symbolic = [d for d in dims if not isinstance(d, tirx.IntImm)]
-            if not symbolic or not all(isinstance(d, tirx.Var) for d in symbolic):
-                continue
-            if all(d.name in bound for d in symbolic):
-                continue
-            bound.update(d.name for d in symbolic)
-            # Static extents stay the same objects (TVM rebinds only what differs).
-            shape = [
-                dim
-                if isinstance(dim, tirx.IntImm)
-                else tirx.IntImm("int64", evaluate(from_tir(dim, positions), point))
-                for dim in dims
-            ]
-            replaced[param] = tirx.decl_buffer(shape, param.dtype, name=param.name)
-        functions[gv] = func.specialize(replaced)
-    return tvm.IRModule(functions)
 
 
 def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, int]:
