@@ -343,3 +343,38 @@ def test_an_lstm_runs_at_every_sequence_length(tmp_path):
         for index, want in enumerate(wants):
             got = np.load(tmp_path / f"s{length}" / "out" / f"output_{index}.npy")
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+CPP_PROGRAM = r"""
+#include <batchedcnn/batchedcnn.hpp>
+#include <cstdio>
+#include <vector>
+
+int main() {
+  batchedcnn::Model model;
+  std::vector<float> x(3 * 3 * 16 * 16, 0.5f), bias(3 * 4, 0.25f);
+  batchedcnn::OutputVectors out = model.run({x, bias}, {{3, 3, 16, 16}, {3, 4}});
+  if (out.y.size() != 12 || model.dims()[0] != 3 || model.output_shape(0)[0] != 3) return 1;
+  try {
+    model.set_dims({9});
+    return 1;
+  } catch (const batchedcnn::Error& error) {
+    std::printf("%d\n", static_cast<int>(error.status()));
+  }
+  return 0;
+}
+"""
+
+
+def test_the_cpp_wrapper_takes_shapes_and_cuts_outputs_to_them(package, tmp_path):
+    (tmp_path / "app.cpp").write_text(CPP_PROGRAM)
+    exe = tmp_path / "app"
+    run(
+        [
+            "g++", "-std=c++17", *WARNINGS.split(), "-I", package.install / "include", tmp_path / "app.cpp",
+            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
+        ]
+    )  # fmt: skip
+    result = subprocess.run([exe], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "14"  # BATCHEDCNN_ERROR_DIMS
