@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import (
     HEAP_COUNTING_PRELUDE,
-    WARNINGS,
     build_package,
+    build_program,
     configure_build,
     ctest,
     fails_cleanly,
@@ -180,14 +180,7 @@ int main(void) {
 
 
 def test_c_api_dimensions_errors_and_no_heap_call_in_any_run(package, tmp_path):
-    (tmp_path / "main.c").write_text(API_PROGRAM)
-    exe = tmp_path / "api"
-    run(
-        [
-            "gcc", "-std=c11", *WARNINGS.split(), "-I", package.install / "include", tmp_path / "main.c",
-            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
-        ]
-    )  # fmt: skip
+    exe = build_program(package, API_PROGRAM, tmp_path / "api.c")
     result = subprocess.run([exe], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ok\n"
@@ -367,14 +360,7 @@ int main() {
 
 
 def test_the_cpp_wrapper_takes_shapes_and_cuts_outputs_to_them(package, tmp_path):
-    (tmp_path / "app.cpp").write_text(CPP_PROGRAM)
-    exe = tmp_path / "app"
-    run(
-        [
-            "g++", "-std=c++17", *WARNINGS.split(), "-I", package.install / "include", tmp_path / "app.cpp",
-            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
-        ]
-    )  # fmt: skip
+    exe = build_program(package, CPP_PROGRAM, tmp_path / "app.cpp")
     result = subprocess.run([exe], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "14"  # BATCHEDCNN_ERROR_DIMS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 import numpy as np
-from packaging_helpers import HEAP_COUNTING_PRELUDE, WARNINGS, onnxruntime_outputs, run
+from packaging_helpers import HEAP_COUNTING_PRELUDE, build_program, onnxruntime_outputs
 
 PROGRAM = (
     HEAP_COUNTING_PRELUDE
@@ -149,14 +149,7 @@ int main(void) {
 
 def test_c_api_rejects_bad_arguments_and_run_never_touches_the_heap(built, tmp_path):
     package = built("multi_io")
-    (tmp_path / "main.c").write_text(PROGRAM)
-    exe = tmp_path / "api"
-    run(
-        [
-            "gcc", "-std=c11", *WARNINGS.split(), "-I", package.install / "include", tmp_path / "main.c",
-            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
-        ]
-    )  # fmt: skip
+    exe = build_program(package, PROGRAM, tmp_path / "api.c")
     result = subprocess.run([exe], capture_output=True, check=False)
     assert result.returncode == 0, result.stderr.decode()
     report, _, data = result.stdout.partition(b"\n")

@@ -128,6 +128,21 @@ def build_package(model: Path, work: Path, name: str, extra: list[str]) -> Built
     return BuiltPackage(model, name, name.lower(), source, build, install)
 
 
+def build_program(package: BuiltPackage, source: str, path: Path) -> Path:
+    """Compiles a C (``.c``, C11) or C++ (``.cpp``, C++17) test program against the installed
+    static library, warning-free; returns the executable."""
+    path.write_text(source)
+    compiler, standard = ("g++", "-std=c++17") if path.suffix == ".cpp" else ("gcc", "-std=c11")
+    exe = path.with_suffix("")
+    run(
+        [
+            compiler, standard, *WARNINGS.split(), "-I", package.install / "include", path,
+            package.install / "lib" / f"lib{package.prefix}.a", "-lm", "-lpthread", "-o", exe,
+        ]
+    )  # fmt: skip
+    return exe
+
+
 def write_inputs(directory: Path, arrays: list[np.ndarray]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for index, array in enumerate(arrays):
