@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/dynamic_shapes.py MODEL --input-shape x=1,1..64,32 --at 8 32 64
                                                   [--work DIR] [--runs N] [--rounds R]
+                                                  [--reuse-fixed]
 
 Generates MODEL once with the ranges of ``--input-shape`` and once per value of ``--at`` with
 every range fixed to that value (each a Release build of this checkout's relay2cmake, default
@@ -35,8 +36,11 @@ def _cmake() -> str:
     return str(local) if local.exists() else "cmake"
 
 
-def _package(model: Path, out: Path, shapes: list[str]) -> Path:
-    """Generate and build; the path of the package's cli."""
+def _package(model: Path, out: Path, shapes: list[str], reuse: bool = False) -> Path:
+    """Generate and build (or, with ``reuse``, take the one built before); its cli's path."""
+    built = sorted((out / "build").glob("*_cli"))
+    if reuse and built:
+        return built[0]
     if out.exists():
         shutil.rmtree(out)
     flags = [arg for shape in shapes for arg in ("--input-shape", shape)]
@@ -86,6 +90,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "dynamic_shapes")
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--reuse-fixed", action="store_true", help="time the fixed-shape packages built by an earlier run"
+    )
     args = parser.parse_args()
 
     shapes = parse_input_shapes(args.input_shape)
@@ -94,7 +101,7 @@ def main() -> None:
     print(f"{'value':>6} {'dynamic ms':>11} {'fixed ms':>9} {'dynamic/fixed':>14}")
     for value in args.at:
         fixed_shapes = _at(shapes, value)
-        fixed = _package(args.model, work / f"fixed_{value}", _flags(fixed_shapes))
+        fixed = _package(args.model, work / f"fixed_{value}", _flags(fixed_shapes), args.reuse_fixed)
         inputs = []
         for index, dims in enumerate(fixed_shapes.values()):
             path = work / f"input_{value}_{index}.npy"

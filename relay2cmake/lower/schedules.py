@@ -206,6 +206,8 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         # Not with a column cut: inlining the cut into the write-back replaces the rows'
         # predicate there instead of adding to it (the tile then stores past the last row).
         rows = preferred_rows
+    if COLUMNS_BLOCK in blocks and not _is_static(sch, i):
+        rows = 1  # rows chosen at run time: a row tile would need the predicate the cut replaces
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
     vector = width if width > 1 else cols  # scalar: the columns stay one plain loop
@@ -455,11 +457,11 @@ def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
         block = blocks[INPUT_BLOCK]
         for producer in sch.get_producers(block):
             sch.compute_inline(producer)
-        a, b, tile, c = sch.get_loops(block)
+        a, b, *tiles, c = sch.get_loops(block)  # tiles: (tile,) or (image, tile of the image)
         width = _vector_width(_extent(sch, c), options)
         c0, vector = sch.split(c, [None, width])
-        sch.reorder(tile, c0, a, b, vector)
-        outer: tuple = (tile,)
+        sch.reorder(*tiles, c0, a, b, vector)
+        outer: tuple = tuple(tiles)
         positions = (a, b)
     elif OUTPUT_BLOCK in blocks:
         block = blocks[OUTPUT_BLOCK]

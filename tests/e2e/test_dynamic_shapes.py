@@ -23,18 +23,27 @@ BATCHES = (1, 2, 3, 5, 8)
 
 
 def _batched_cnn() -> onnx.ModelProto:
-    """Conv → ReLU → global pool → Gemm, plus a second input sharing the batch dimension."""
+    """Conv → ReLU → Conv → ReLU → global pool → MatMul → ReLU → MatMul, plus a second input
+    sharing the batch dimension. The second conv is a Winograd one (8 input channels, 64
+    tiles per image), the first matmul a packed one whose 18 columns are cut from 32: the
+    schedules of both with a batch chosen at run time."""
     rng = np.random.default_rng(0)
     weights = [
         numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
-        numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "g"),
+        numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) / 8).astype(np.float32), "w2"),
+        numpy_helper.from_array((rng.standard_normal((16, 18)) / 4).astype(np.float32), "g1"),
+        numpy_helper.from_array(rng.standard_normal((18, 4)).astype(np.float32), "g"),
     ]
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
         helper.make_node("Flatten", ["p"], ["f"]),
-        helper.make_node("MatMul", ["f", "g"], ["m"]),
+        helper.make_node("MatMul", ["f", "g1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["hr"]),
+        helper.make_node("MatMul", ["hr", "g"], ["m"]),
         helper.make_node("Add", ["m", "bias"], ["y"]),
     ]
     graph = helper.make_graph(
@@ -80,6 +89,8 @@ def test_one_package_matches_onnxruntime_at_every_batch(package, tmp_path):
         "golden_1",
         "golden_2",
     ]
+    driver = next((package.source / "src").glob("*_model.c")).read_text()
+    assert "winograd_product" in driver, "the second conv did not run as Winograd at a run-time batch"
     for batch in BATCHES:
         rng = np.random.default_rng(batch)
         arrays = [

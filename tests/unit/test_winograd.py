@@ -70,6 +70,53 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_batch_chosen_at_run_time_has_its_own_axis_and_the_same_result(batch):
+    """One set of kernels for batch 1..4 (the tiles of each image a static extent), called at
+    two batches, against the direct convolution."""
+    from tvm import te
+
+    from relay2cmake.lower.schedules import DIM_BOUNDS
+
+    rng = np.random.default_rng(batch)
+    image = rng.standard_normal((batch, 9, 10, 8)).astype(np.float32)
+    hwio = (rng.standard_normal((3, 3, 8, 24)) / np.sqrt(72)).astype(np.float32)
+    want = _correlate(np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)]), hwio)
+    options = ScheduleOptions(vector_lanes=8, vectorize=True, parallel=True)
+    n = te.var("n")
+
+    def scheduled(*tensors):
+        func = te.create_prim_func(list(tensors)).with_attr(DIM_BOUNDS, {"n": 4})
+        result = schedule_function(func, options)
+        assert result is not None, "a Winograd kernel kept the unscheduled lowering"
+        return result
+
+    data = te.placeholder((n, 9, 10, 8), name="data")
+    transformed = winograd.input_transform(data, [1, 1, 1, 1])
+    assert len(transformed.shape) == 5  # [4, 4, images, tiles of one image, channels]
+    packed = winograd.transformed_filter(hwio)
+    v = te.placeholder(transformed.shape, name="v")
+    u = te.placeholder(packed.shape, name="u")
+    products = winograd.product(v, u, 24)
+    m = te.placeholder(products.shape, name="m")
+    out = winograd.output_transform(m, n, 9, 10)
+    kernels = scheduled(data, transformed), scheduled(v, u, products), scheduled(m, out)
+
+    def zeros(tensor):
+        return np.zeros([batch if not hasattr(d, "value") else int(d) for d in tensor.shape], np.float32)
+
+    v_value = call_kernel(kernels[0], [image, zeros(transformed)])
+    m_value = call_kernel(kernels[1], [v_value, packed, zeros(products)])
+    got = call_kernel(kernels[2], [m_value, np.zeros(want.shape, np.float32)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_run_time_batch_qualifies_by_its_fewest_images():
+    # 7 x 7 outputs are 16 tiles per image: 2 images are enough, 1 is not
+    assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [4, 7, 7, 64], fewest_images=2)
+    assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [4, 7, 7, 64], fewest_images=1)
+
+
 def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
     image = [1, 14, 14, 64]
     assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], image)

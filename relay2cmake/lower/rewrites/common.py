@@ -30,6 +30,16 @@ def static_shape(expr: relax.Expr) -> list[int] | None:
     return static_dims(getattr(expr, "ty", None))
 
 
+def batch_and_static_shape(expr: relax.Expr) -> list | None:
+    """The expression's shape when every dimension but the first is a constant: the first
+    (a batch chosen at run time) stays a TIR expression when it is not. Else None."""
+    extents = shape_extents(expr)
+    if not extents or not all(hasattr(d, "value") for d in extents[1:]):
+        return None
+    first = extents[0]
+    return [int(first.value) if hasattr(first, "value") else first, *(int(d.value) for d in extents[1:])]
+
+
 def shape_extents(expr: relax.Expr) -> list | None:
     """The expression's shape as TIR integers (numbers, or expressions of run-time
     dimensions), or None when its rank or shape is unknown."""

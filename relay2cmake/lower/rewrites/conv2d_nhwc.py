@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.errors import describe
 from relay2cmake.lower.rewrites import winograd
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import (
+    batch_and_static_shape,
+    constant_or_self,
+    rewrite_functions,
+    static_shape,
+)
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
 from relay2cmake.lower.rewrites.packed_matmul import (
     COLUMNS_BLOCK,  # the stage that keeps the real columns of a padded computation
@@ -49,8 +54,9 @@ def _output_extent(size: int, before: int, after: int, kernel: int, stride: int,
     return (size + before + after - (kernel - 1) * dilation - 1) // stride + 1
 
 
-def _output_shape(data, kh: int, kw: int, strides, padding, dilation, channels: int) -> tuple[int, ...]:
-    batch, height, width, _ = (int(d) for d in data.shape)
+def _output_shape(data, kh: int, kw: int, strides, padding, dilation, channels: int) -> tuple:
+    batch = data.shape[0]  # a constant, or a batch chosen at run time (the outermost loop)
+    height, width = (int(d) for d in data.shape[1:3])
     (sh, sw), (dh, dw) = (int(s) for s in strides), (int(d) for d in dilation)
     top, left, bottom, right = (int(p) for p in padding)
     return (
@@ -187,7 +193,7 @@ def _packed(weight, channels: int):
 def _kind(call) -> str | None:
     """'conv', 'depthwise', 'grouped' or None (not one of ours: TVM's legalization keeps it)."""
     attrs = call.attrs
-    data, weight = static_shape(call.args[0]), static_shape(call.args[1])
+    data, weight = batch_and_static_shape(call.args[0]), static_shape(call.args[1])
     if (
         data is None
         or weight is None
@@ -207,6 +213,31 @@ def _kind(call) -> str | None:
     if channels % groups == 0 and weight[3] % groups == 0 and weight[2] * groups == channels:
         return "grouped"
     return None
+
+
+def _dimension_ranges(module) -> dict[str, tuple[int, int]]:
+    """Each run-time dimension's (lowest, highest) value, from the bounds the frontend put
+    on the Relax functions."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for func in module.functions.values():
+        attrs = getattr(func, "attrs", None)
+        if attrs is None or "tir_var_upper_bound" not in attrs:
+            continue
+        lows = attrs.get("tir_var_lower_bound") or {}
+        for name, high in attrs["tir_var_upper_bound"].items():
+            ranges[str(name)] = (int(lows.get(name, 1)), int(high))
+    return ranges
+
+
+def _winograd_qualifies(kernel, attrs, out_shape: list, batch_ranges: dict[str, tuple[int, int]]) -> bool:
+    """``winograd.qualifies`` for an output whose batch may be chosen at run time: then
+    judged with that dimension's range (a batch that is an expression of several is not)."""
+    batch, fewest = out_shape[0], None
+    if not isinstance(batch, int):
+        if not hasattr(batch, "name") or str(batch.name) not in batch_ranges:
+            return False
+        fewest, batch = batch_ranges[str(batch.name)]
+    return winograd.qualifies(kernel, attrs.strides, attrs.dilation, [batch, *out_shape[1:]], fewest)
 
 
 def _has_conv2d(module) -> bool:
@@ -353,6 +384,7 @@ def convolutions_channels_last(
         fallbacks.extend(declined)
     module = fold_constant_transposes(module)
     conv2d = tvm.ir.Op.get("relax.nn.conv2d")
+    batch_ranges = _dimension_ranges(module)
 
     @relax.expr_functor.mutator
     class _Conv(relax.PyExprMutator):
@@ -377,14 +409,16 @@ def convolutions_channels_last(
             channels = kernel[3]
             constant = isinstance(weight, tvm.ir.GenericConst)
             attrs = call.attrs
+            out_shape = batch_and_static_shape(call)
             if (
                 winograd_3x3
                 and kind == "conv"
                 and constant
-                and winograd.qualifies(kernel, attrs.strides, attrs.dilation, static_shape(call))
+                and out_shape is not None
+                and _winograd_qualifies(kernel, attrs, out_shape, batch_ranges)
             ):
                 return winograd.convolution(
-                    self.builder_, call.args[0], weight.value.numpy(), attrs.padding, static_shape(call)
+                    self.builder_, call.args[0], weight.value.numpy(), attrs.padding, out_shape
                 )
             if kind == "conv" and constant and channels >= PACK:
                 weight = relax.const(_packed(weight.value.numpy(), computed_channels_of(channels)))

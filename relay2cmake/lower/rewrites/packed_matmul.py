@@ -8,10 +8,10 @@ re-read from L2 for every row tile. Packed as [N/16, K, 16] (once, at generation
 column block is one sequential stream. Measured on the transformer's FFN (128 x 256 →
 1024, AVX2): see docs/performance.md.
 
-Float32 matmuls of a static left operand of rank 2 or more and a constant [K, N] right
-operand with N of 16 or more qualify (dense layers, ONNX MatMul/Gemm with weights); the last
-block of an N that 16 does not divide (1,000 classes) is padded with zeros, which the
-kernel never reads. Everything else keeps TVM's legalization.
+Float32 matmuls of a left operand of rank 2 or more (its depth static; rows and batch may be
+chosen at run time) and a constant [K, N] right operand with N of 16 or more qualify (dense
+layers, ONNX MatMul/Gemm with weights); the last block of an N that 16 does not divide
+(1,000 classes) is padded with zeros, which the kernel never reads. Everything else keeps TVM's legalization.
 
 An N that not even 4 divides (GPT-2's 50,257-word LM head) would leave the schedule no
 vector width: scalar code at 5.5 GFLOPS against 90 for the model's other matmuls. There the
@@ -38,6 +38,7 @@ from relay2cmake.lower.rewrites.common import (
     adopted_constant,
     constant_or_self,
     rewrite_functions,
+    shape_extents,
     static_shape,
 )
 from relay2cmake.tensor_memory import aligned_empty, tensor_values
@@ -75,7 +76,7 @@ def _matmul_packed(data, packed, columns: int):
     [..., N/16, K, 16] with the same leading dimensions as ``data`` (a computed operand)."""
     from tvm import te
 
-    *batch, rows, depth = (int(d) for d in data.shape)
+    *batch, rows, depth = (_constant_or_symbolic(d) for d in data.shape)
     k = te.reduce_axis((0, depth), name="k")
     batched = len(packed.shape) > 3
     computed_columns = computed_columns_of(columns)
@@ -83,7 +84,9 @@ def _matmul_packed(data, packed, columns: int):
         raise ValueError(
             f"packed columns hold {int(packed.shape[-3]) * PACK}; the tile computes {computed_columns}"
         )
-    computed_rows = _padded_rows(rows, computed_columns != columns)
+    # Rows chosen at run time are computed as they are (the schedule tiles them without a
+    # predicate on the column cut: schedules._schedule_matmul).
+    computed_rows = _padded_rows(rows, computed_columns != columns) if isinstance(rows, int) else rows
 
     def element(*index):
         *outer, i, j = index
@@ -95,6 +98,11 @@ def _matmul_packed(data, packed, columns: int):
     if (computed_rows, computed_columns) == (rows, columns):
         return product
     return te.compute((*batch, rows, columns), lambda *index: product[index], name=COLUMNS_BLOCK)
+
+
+def _constant_or_symbolic(extent):
+    """A te extent as an int when it is a constant, else the TIR expression itself."""
+    return int(extent.value) if hasattr(extent, "value") else extent
 
 
 def _pack_columns(matrix):
@@ -168,6 +176,15 @@ def _packed_columns(value):
     return packed
 
 
+def _left_shape(expr) -> list | None:
+    """A left operand's shape: its depth (last dimension) a constant; the others constants or
+    expressions of dimensions chosen at run time (a batch, a sequence). Else None."""
+    extents = shape_extents(expr)
+    if not extents or not hasattr(extents[-1], "value"):
+        return None
+    return [int(d.value) if hasattr(d, "value") else d for d in extents]
+
+
 def _qualifies(call, data_shape, weight) -> bool:
     return (
         data_shape is not None
@@ -200,7 +217,7 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
             if not isinstance(weight, tvm.ir.GenericConst):
                 return self.computed_operand(call)
             value = tensor_values(weight.value)
-            if not _qualifies(call, static_shape(call.args[0]), value):
+            if not _qualifies(call, _left_shape(call.args[0]), value):
                 return call
             depth, columns = value.shape
             packed = adopted_constant(_packed_columns(value))

@@ -20,7 +20,10 @@ convolution's level (measured, relative to the largest output: 4e-7 to 8e-7 vs 1
 2e-6). F(4x4, 3x3) would save more work (0.33-0.39x) but was 7-10x less accurate.
 
 Channels-last layout throughout: V is [4, 4, tiles, C], M is [4, 4, tiles, K], with tiles
-= batch x tile rows x tile columns; vectors run along the channels.
+= batch x tile rows x tile columns; vectors run along the channels. A batch chosen at run time
+(``--input-shape x=1..8,...``) gets an axis of its own, V [4, 4, batch, tiles, C]: the
+product's rows are then one image's tiles, a static extent the matmul schedule tiles without
+predicates, inside a loop over the images.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 from relay2cmake.lower.rewrites.packed_matmul import PACK  # output channels per contiguous block of U
 
 if TYPE_CHECKING:
-    from tvm import relax, te
+    from tvm import relax, te, tirx
 
 OUTPUT_TILE = 2  # m: outputs per tile side
 PATCH = OUTPUT_TILE + 2  # alpha: input patch (and transformed tile) side
@@ -66,21 +69,27 @@ OPAQUE, OUT_ELEMWISE_FUSABLE = 8, 4
 
 
 def qualifies(
-    kernel: list[int], strides: Sequence[SupportsInt], dilation: Sequence[SupportsInt], out_shape: list[int]
+    kernel: list[int],
+    strides: Sequence[SupportsInt],
+    dilation: Sequence[SupportsInt],
+    out_shape: list[int],
+    fewest_images: int | None = None,
 ) -> bool:
     """For a regular (groups 1) channels-last conv with a constant weight of HWIO shape
     ``kernel`` and an NHWC output of ``out_shape``: 3x3, stride 1, no dilation, enough input
     channels and tiles, not too big a transformed image, and enough output channels for one
-    that outgrows the cache."""
+    that outgrows the cache. A batch chosen at run time is given as its largest value in
+    ``out_shape`` and its smallest as ``fewest_images``."""
     batch, height, width, _ = out_shape
     tiles = batch * _tiles(height) * _tiles(width)
+    fewest_tiles = (batch if fewest_images is None else fewest_images) * _tiles(height) * _tiles(width)
     transformed_input = PATCH * PATCH * tiles * kernel[2] * 4
     return (
         list(kernel[:2]) == [3, 3]
         and [int(s) for s in strides] == [1, 1]
         and [int(d) for d in dilation] == [1, 1]
         and kernel[2] >= MIN_INPUT_CHANNELS
-        and tiles >= MIN_TILES
+        and fewest_tiles >= MIN_TILES
         and PATCH * PATCH * tiles * max(kernel[2], kernel[3]) * 4 <= MAX_TRANSFORMED_BYTES
         and (transformed_input <= CACHED_TRANSFORMED_BYTES or kernel[3] >= MIN_OUTPUT_CHANNELS_UNCACHED)
     )
@@ -124,7 +133,8 @@ def input_transform(data: te.Tensor, padding: Sequence[int]) -> te.Tensor:
     """V[a, b, t, c] = (Bt d Bt^T)[a, b] for the 4x4 patch d of tile t (channels last)."""
     from tvm import te, topi
 
-    batch, height, width, channels = (int(d) for d in data.shape)
+    batch = data.shape[0]
+    height, width = (int(d) for d in data.shape[1:3])
     top, left, bottom, right = (int(p) for p in padding)
     rows, cols = _tiles(height + top + bottom - 2), _tiles(width + left + right - 2)
     # Zero rows and columns beyond the image complete the last tiles.
@@ -135,43 +145,51 @@ def input_transform(data: te.Tensor, padding: Sequence[int]) -> te.Tensor:
         name="pad_temp",
     )
 
-    def element(a, b, t, c):
-        n, y, x = t // (rows * cols), (t // cols) % rows * OUTPUT_TILE, t % cols * OUTPUT_TILE
+    def element(a, b, *tile_and_channel):
+        *image, t, c = tile_and_channel
+        n = image[0] if image else t // (rows * cols)
+        y, x = (t // cols) % rows * OUTPUT_TILE, t % cols * OUTPUT_TILE
         return _combination(B_T, a, lambda r1: _combination(B_T, b, lambda r2: padded[n, y + r1, x + r2, c]))
 
-    return te.compute((PATCH, PATCH, batch * rows * cols, channels), element, name=INPUT_BLOCK)
+    channels = int(data.shape[3])
+    if hasattr(batch, "value"):
+        shape: tuple = (PATCH, PATCH, int(batch) * rows * cols, channels)
+    else:  # the images' axis apart (see the module's note)
+        shape = (PATCH, PATCH, batch, rows * cols, channels)
+    return te.compute(shape, element, name=INPUT_BLOCK)
 
 
 def product(transformed: te.Tensor, packed_filter: te.Tensor, channels: int) -> te.Tensor:
     """M[a, b, t, k] = sum_c V[a, b, t, c] U[a, b, c, k]: 16 matmuls."""
     from tvm import te
 
-    depth = int(transformed.shape[3])
-    rc = te.reduce_axis((0, depth), name="rc")
-    return te.compute(
-        (PATCH, PATCH, int(transformed.shape[2]), channels),
-        lambda a, b, t, k: te.sum(
-            transformed[a, b, t, rc] * packed_filter[a, b, k // PACK, rc, k % PACK], axis=rc
-        ),
-        name=PRODUCT_BLOCK,
-    )
+    *tiles, depth = transformed.shape[2:]
+    rc = te.reduce_axis((0, int(depth)), name="rc")
+
+    def element(a, b, *index):
+        *tile, k = index
+        return te.sum(transformed[(a, b, *tile, rc)] * packed_filter[a, b, k // PACK, rc, k % PACK], axis=rc)
+
+    return te.compute((PATCH, PATCH, *tiles, channels), element, name=PRODUCT_BLOCK)
 
 
-def output_transform(products: te.Tensor, batch: int, height: int, width: int) -> te.Tensor:
+def output_transform(products: te.Tensor, batch: int | tirx.PrimExpr, height: int, width: int) -> te.Tensor:
     """Y[n, y, x, k] = (At M At^T)[y % 2, x % 2] of the tile holding (y, x)."""
     from tvm import te
 
     rows, cols = _tiles(height), _tiles(width)
+    images_apart = len(products.shape) == 5
 
     def element(n, y, x, k):
-        t = (n * rows + y // OUTPUT_TILE) * cols + x // OUTPUT_TILE
+        t = (y // OUTPUT_TILE) * cols + x // OUTPUT_TILE
+        tile = (n, t) if images_apart else (n * rows * cols + t,)
         return _combination(
             A_T,
             y % OUTPUT_TILE,
-            lambda a: _combination(A_T, x % OUTPUT_TILE, lambda b: products[a, b, t, k]),
+            lambda a: _combination(A_T, x % OUTPUT_TILE, lambda b: products[(a, b, *tile, k)]),
         )
 
-    channels = int(products.shape[3])
+    channels = int(products.shape[-1])
     return te.compute((batch, height, width, channels), element, name=OUTPUT_BLOCK)
 
 
@@ -180,13 +198,14 @@ def convolution(
     data: relax.Expr,
     hwio: np.ndarray,
     padding: Sequence[SupportsInt],
-    out_shape: Sequence[SupportsInt],
+    out_shape: Sequence,
 ) -> relax.Expr:
     """Emits the three kernels of ``conv2d(data, hwio)`` (NHWC/HWIO, 3x3, stride 1) with
     ``builder`` and returns the output transform's call."""
     from tvm import relax
 
-    batch, height, width, channels = (int(d) for d in out_shape)
+    batch = out_shape[0]  # a number, or the batch chosen at run time
+    height, width, channels = (int(d) for d in out_shape[1:])
     transformed = builder.emit(
         builder.call_te(
             input_transform,
