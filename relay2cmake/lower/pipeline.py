@@ -555,10 +555,12 @@ def scheduled_kernels(
     the default schedules (no tuning database). Returns the lowered module with its kernels
     replaced by the scheduled ones (TVM's VM runs it as is), the scheduled kernels alone, and
     the names of those a schedule applied to."""
+    import tvm
+
     lowered, _ = lowered_module(module)
-    kernels, names = schedule_module(
-        _kernels_of(lowered), ScheduleOptions.for_objects(target, parallel=parallel)
-    )
+    bounds = dim_bounds(lowered["main"])
+    bounded = tvm.IRModule({gv: _with_bounds(f, bounds) for gv, f in _kernels_of(lowered).functions.items()})
+    kernels, names = schedule_module(bounded, ScheduleOptions.for_objects(target, parallel=parallel))
     for gv, func in kernels.functions.items():
         lowered[gv] = func
     return lowered, kernels, tuple(names)

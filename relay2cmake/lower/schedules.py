@@ -206,8 +206,10 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         # Not with a column cut: inlining the cut into the write-back replaces the rows'
         # predicate there instead of adding to it (the tile then stores past the last row).
         rows = preferred_rows
-    if COLUMNS_BLOCK in blocks and not _is_static(sch, i):
-        rows = 1  # rows chosen at run time: a row tile would need the predicate the cut replaces
+    if not _is_static(sch, i):
+        # Rows chosen at run time: tiles that divide what the rows are a multiple of (a
+        # packed matmul computes them in 8s), no predicate on the tile; else one row a tile.
+        rows = math.gcd(preferred_rows, _known_multiple(sch.get(i).extent))
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
     vector = width if width > 1 else cols  # scalar: the columns stay one plain loop
@@ -242,6 +244,14 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(i1)
     sch.unroll(jv)
     _finish_tile(sch, block, write_back, j1 if width > 1 else None, order, k0, options)
+
+
+def _known_multiple(extent) -> int:
+    """The largest of 16, 8, 4, 2 that provably divides a symbolic extent, else 1."""
+    import tvm
+
+    analyzer = tvm.sym.Analyzer()
+    return next((d for d in (16, 8, 4, 2) if analyzer.can_prove(tvm.tirx.floormod(extent, d) == 0)), 1)
 
 
 def _shared_weights(sch, block) -> bool:

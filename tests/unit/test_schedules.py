@@ -471,6 +471,47 @@ def test_batched_matmul_with_computed_operand_is_packed_and_stays_in_bounds(batc
     assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
 
 
+@pytest.mark.parametrize("columns", [64, 37])
+def test_matmul_with_rows_chosen_at_run_time_has_register_tiles_at_every_row_count(columns):
+    """Rows known only at run time (a sequence of 1..40 tokens) are computed in 8s, the cut
+    keeps the real ones (and the first 37 of 48 columns): one kernel, called at several row
+    counts, matches NumPy, writes nothing past its output, and asks the workspace for
+    nothing (its accumulators live in registers, not a whole output per tile)."""
+    import tvm
+    from tvm import relax, tirx
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    depth = 32
+    w = np.random.default_rng(2).standard_normal((depth, columns)).astype("float32")
+    n = tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType((n, depth), "float32"))
+    with bb.function("main", [data], {"tir_var_upper_bound": {"n": 40}, "tir_var_lower_bound": {"n": 1}}):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (func,) = kernels.functions.values()
+    assert scheduled and "T.vectorized" in func.script()
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    assert "TVMBackendAllocWorkspace" not in library.inspect_source("ll")
+    constant = func.params[1]
+    packed = np.zeros([int(d) for d in constant.shape], dtype="float32")
+    padded = np.pad(w, [(0, 0), (0, packed.shape[0] * packed.shape[2] - columns)])
+    packed[...] = padded.reshape(depth, packed.shape[0], packed.shape[2]).transpose(1, 0, 2)
+    for rows in (1, 5, 8, 37, 40):
+        x = np.random.default_rng(rows).standard_normal((rows, depth)).astype("float32")
+        buffer = _aligned(rows * columns + 64, 12345.0)
+        output = buffer[: rows * columns].reshape(rows, columns)
+        library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+        np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
+        assert np.all(buffer[rows * columns :] == 12345.0), f"the kernel wrote past its output at {rows} rows"
+
+
 def test_portable_kernels_hold_no_padded_product_in_scratch():
     """A matmul over padded columns (N = 50257 in GPT-2's LM head, here 1001) is tiled in
     the portable C set too: its product lives in a stack tile, not in arena scratch the size

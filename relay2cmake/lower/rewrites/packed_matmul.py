@@ -18,7 +18,10 @@ vector width: scalar code at 5.5 GFLOPS against 90 for the model's other matmuls
 kernel computes the padded width in its register tiles and a last stage keeps the first N
 columns; the schedule folds that stage into the tile's write-back (a predicate on the store,
 not a copy of the output). An M that 4 does not divide is then rounded up as well (the cut
-keeps the first M rows). A batched matmul whose computed right operand has such an N
+keeps the first M rows). Rows chosen at run time (a sequence of 1..512 tokens) are always
+rounded up to 8s the same way: the tile's rows then need no predicate, which kept TVM from
+shrinking the tile's accumulators to registers (it allocated a whole output's worth per tile
+from the workspace). A batched matmul whose computed right operand has such an N
 (attention's Q.K^T over ViT's 197 tokens, 12 GFLOPS as scalar code) packs that operand at run
 time the same way.
 
@@ -48,7 +51,9 @@ if TYPE_CHECKING:
 
 PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON vectors
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
-COLUMNS_BLOCK = "r2c_matmul_columns"  # keeps the first N of the padded columns
+COLUMNS_BLOCK = "r2c_matmul_columns"  # keeps the first N of the padded columns (and M rows)
+# Rows chosen at run time are computed in multiples of this (the cut keeps the real ones).
+SYMBOLIC_ROW_TILE = 8
 
 
 def computed_columns_of(columns: int) -> int:
@@ -84,18 +89,20 @@ def _matmul_packed(data, packed, columns: int):
         raise ValueError(
             f"packed columns hold {int(packed.shape[-3]) * PACK}; the tile computes {computed_columns}"
         )
-    # Rows chosen at run time are computed as they are (the schedule tiles them without a
-    # predicate on the column cut: schedules._schedule_matmul).
-    computed_rows = _padded_rows(rows, computed_columns != columns) if isinstance(rows, int) else rows
+    if isinstance(rows, int):
+        computed_rows = _padded_rows(rows, computed_columns != columns)
+        padded = computed_rows != rows
+    else:  # rows chosen at run time: whole tiles of them (the module's note)
+        computed_rows, padded = (rows + SYMBOLIC_ROW_TILE - 1) // SYMBOLIC_ROW_TILE * SYMBOLIC_ROW_TILE, True
 
     def element(*index):
         *outer, i, j = index
-        row = te.min(i, rows - 1) if computed_rows != rows else i  # extra rows re-read the last
+        row = te.min(i, rows - 1) if padded else i  # extra rows re-read the last
         right = packed[(*outer, j // PACK, k, j % PACK)] if batched else packed[j // PACK, k, j % PACK]
         return te.sum(data[(*outer, row, k)] * right, axis=k)
 
     product = te.compute((*batch, computed_rows, computed_columns), element, name=MATMUL_BLOCK)
-    if (computed_rows, computed_columns) == (rows, columns):
+    if not padded and computed_columns == columns:
         return product
     return te.compute((*batch, rows, columns), lambda *index: product[index], name=COLUMNS_BLOCK)
 
