@@ -4,6 +4,7 @@ one target as `gen` does, timed alone (TVM's time_evaluator, one thread), times 
     .venv/bin/python benchmarks/kernels.py mobilenet            # a benchmark model by name
     .venv/bin/python benchmarks/kernels.py path/to/model.onnx --target x86_64:native --top 15
     .venv/bin/python benchmarks/kernels.py path/to/model.pt2   # any format gen reads
+    .venv/bin/python benchmarks/kernels.py enc.onnx --input-shape x=1,1..128,256 --at 64
 
 Prints kernels by total time, with GFLOPS from TVM's estimate of each kernel's work.
 """
@@ -80,13 +81,23 @@ def _reduction_flops(func) -> float:
     return total
 
 
-def _arguments(func, device):
+def _extent(dim, values: dict[str, int]) -> int:
+    """A parameter's extent: a number, or an expression of run-time dimensions at ``values``."""
+    from relay2cmake.symbolic import evaluate, from_tir
+
+    if hasattr(dim, "value"):
+        return int(dim.value)
+    names = sorted(values)
+    return evaluate(from_tir(dim, {n: i for i, n in enumerate(names)}), tuple(values[n] for n in names))
+
+
+def _arguments(func, device, values: dict[str, int]):
     import tvm
 
     rng = np.random.default_rng(0)
     arrays = []
     for param in func.params:  # TVM 0.27: a PrimFunc's parameters are its buffers
-        shape = [int(d) for d in param.shape]
+        shape = [_extent(d, values) for d in param.shape]
         dtype = str(param.dtype)
         data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
         arrays.append(tvm.runtime.tensor(data, device))
@@ -130,11 +141,19 @@ class KernelTime:
         return any(kind in self.name for kind in ("conv2d", "matmul", "winograd_product"))
 
 
-def time_kernels(model_path: Path, target_spec: str, cold: bool = False) -> list[KernelTime]:
+def time_kernels(
+    model_path: Path,
+    target_spec: str,
+    cold: bool = False,
+    input_shapes: dict | None = None,
+    at: int | None = None,
+) -> list[KernelTime]:
     """Every kernel of the model, scheduled for ``target_spec`` (a gen --target) as gen does,
     built and timed alone on one thread; slowest in total first. ``cold``: every operand but
     the first (the activations a package's previous kernel just wrote) is flushed from the
-    caches before each call, as weights are in a package whose weights outgrow the L2 cache."""
+    caches before each call, as weights are in a package whose weights outgrow the L2 cache.
+    ``input_shapes`` as gen's ``--input-shape``; with ranges, the kernels are timed with
+    every run-time dimension at ``at`` (default: its largest value)."""
     import tvm
 
     from relay2cmake.frontends import import_model
@@ -142,7 +161,8 @@ def time_kernels(model_path: Path, target_spec: str, cold: bool = False) -> list
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]
-    imported = import_model(model_path, {})
+    imported = import_model(model_path, input_shapes or {})
+    values = {d.symbol: d.high if at is None else at for d in imported.dims}
     lowered, scheduled, names = scheduled_kernels(imported.module, target, parallel=False)
     calls = _calls(lowered["main"])
     device = tvm.cpu()
@@ -163,9 +183,10 @@ def time_kernels(model_path: Path, target_spec: str, cold: bool = False) -> list
             )
         else:
             evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
-        seconds = float(np.median(evaluator(*_arguments(func, device)).results))
-        operands = sum(math.prod(int(d) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
-        rows.append(KernelTime(name, calls[name], seconds, _flops(func), operands, name in names))
+        seconds = float(np.median(evaluator(*_arguments(func, device, values)).results))
+        operands = sum(math.prod(_extent(d, values) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
+        flop = 0.0 if values else _flops(func)  # (TVM estimates static extents only)
+        rows.append(KernelTime(name, calls[name], seconds, flop, operands, name in names))
     return sorted(rows, key=lambda row: row.total, reverse=True)
 
 
@@ -191,9 +212,19 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="flush weights and outputs from the caches before each call"
     )
+    parser.add_argument("--input-shape", action="append", default=[], help="as gen's, ranges included")
+    parser.add_argument("--at", type=int, help="the value of every run-time dimension (default: its largest)")
     args = parser.parse_args()
+    from relay2cmake.cli import parse_input_shapes
+
     with tempfile.TemporaryDirectory() as folder:
-        rows = time_kernels(_model_path(args.model, Path(folder)), args.target, cold=args.cold)
+        rows = time_kernels(
+            _model_path(args.model, Path(folder)),
+            args.target,
+            cold=args.cold,
+            input_shapes=parse_input_shapes(args.input_shape),
+            at=args.at,
+        )
     total = sum(row.total for row in rows)
     caches = "cold weights" if args.cold else "warm caches"
     print(f"{args.model} ({args.target}, 1 thread, {caches}): {total * 1e3:.2f} ms in {len(rows)} kernels")

@@ -189,6 +189,9 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     width = _vector_width(n_extent, options)
     # Columns: 2 register widths, 8 for M = 1 (a GEMV has no rows to reuse weights across).
     cols = width * _divisor(n_extent // width, lanes * (8 if m_extent == 1 else 2) // width)
+    if not _is_static(sch, j):  # whole blocks of columns chosen at run time: tiles inside one
+        cols = math.gcd(cols, _known_multiple(sch.get(j).extent))
+        width = math.gcd(width, cols)
     preferred_rows = min(4 if lanes <= 8 else 8, (STACK_BYTES - 1) // (4 * cols))
     rows = _divisor(m_extent, preferred_rows)
     blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
@@ -208,8 +211,8 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         rows = preferred_rows
     if not _is_static(sch, i):
         # Rows chosen at run time: tiles that divide what the rows are a multiple of (a
-        # packed matmul computes them in 8s), no predicate on the tile; else one row a tile.
-        rows = math.gcd(preferred_rows, _known_multiple(sch.get(i).extent))
+        # packed matmul computes them in 4s), no predicate on the tile; else one row a tile.
+        rows = _divisor(_known_multiple(sch.get(i).extent), preferred_rows)
     write_back = _fold_epilogue(sch, block)
     i0, i1 = sch.split(i, [None, rows])
     vector = width if width > 1 else cols  # scalar: the columns stay one plain loop
@@ -257,7 +260,9 @@ def _known_multiple(extent) -> int:
 def _shared_weights(sch, block) -> bool:
     """The matmul reads packed constant weights [N/16, K, 16], the same for every outer index."""
     return sch.get(block).name_hint == MATMUL_BLOCK and any(
-        len(region.source.shape) == 3 and int(region.source.shape[-1]) == PACK
+        len(region.source.shape) == 3
+        and all(hasattr(d, "value") for d in region.source.shape)  # constant weights: a static shape
+        and int(region.source.shape[-1]) == PACK
         for region in sch.get(block).reads
     )
 
@@ -908,10 +913,11 @@ def _schedule_with(func, options: ScheduleOptions):
     elif name == DEPTHWISE_BLOCK and kinds == "SSSSRR":
         _schedule_depthwise_nhwc(sch, block, options)
     elif kinds.endswith("SSR") and kinds.count("R") == 1:
-        if not _is_static(sch, sch.get_loops(block)[-2]):
-            # Columns known only at run time (attention's Q.K^T over the sequence): a
-            # condition on every vector lane; TVM's plain loop, which LLVM vectorizes
-            # itself, ran 27x faster (4 vs 114 us, 64 tokens, one thread).
+        columns = sch.get(sch.get_loops(block)[-2]).extent
+        if not hasattr(columns, "value") and _known_multiple(columns) < options.vector_lanes:
+            # Columns known only at run time, not in whole vectors: a condition on every
+            # vector lane; TVM's plain loop, which LLVM vectorizes itself, ran 27x faster
+            # (4 vs 114 us, 64 tokens, one thread). A packed product computes whole blocks.
             return None
         _schedule_matmul(sch, block, options)
     elif kinds == "SSSSRRR":

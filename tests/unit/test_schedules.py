@@ -473,7 +473,7 @@ def test_batched_matmul_with_computed_operand_is_packed_and_stays_in_bounds(batc
 
 @pytest.mark.parametrize("columns", [64, 37])
 def test_matmul_with_rows_chosen_at_run_time_has_register_tiles_at_every_row_count(columns):
-    """Rows known only at run time (a sequence of 1..40 tokens) are computed in 8s, the cut
+    """Rows known only at run time (a sequence of 1..40 tokens) are computed in 4s, the cut
     keeps the real ones (and the first 37 of 48 columns): one kernel, called at several row
     counts, matches NumPy, writes nothing past its output, and asks the workspace for
     nothing (its accumulators live in registers, not a whole output per tile)."""
@@ -510,6 +510,59 @@ def test_matmul_with_rows_chosen_at_run_time_has_register_tiles_at_every_row_cou
         library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
         np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
         assert np.all(buffer[rows * columns :] == 12345.0), f"the kernel wrote past its output at {rows} rows"
+
+
+@pytest.mark.parametrize("product", ["q.kT", "p.v"])
+def test_attention_products_over_a_run_time_sequence_are_packed_and_stay_in_bounds(product):
+    """Attention over 1..40 tokens: Q.K^T has run-time rows and columns, P.V run-time rows
+    and depth. Both pack their computed right operand and get vector tiles over whole
+    blocks; one pair of kernels, called at several lengths, matches NumPy and writes
+    nothing past its output."""
+    import tvm
+    from tvm import relax, tirx
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    heads, size = 2, 24
+    n = tirx.Var("n", "int64")
+    left_shape, right_shape = (
+        ((heads, n, size), (heads, size, n)) if product == "q.kT" else ((heads, n, n), (heads, n, size))
+    )
+    bb = relax.BlockBuilder()
+    left = relax.Var("a", relax.TensorType(left_shape, "float32"))
+    right = relax.Var("b", relax.TensorType(right_shape, "float32"))
+    with bb.function(
+        "main", [left, right], {"tir_var_upper_bound": {"n": 40}, "tir_var_lower_bound": {"n": 1}}
+    ):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(left, right))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    names = {gv.name_hint for gv in kernels.get_global_vars()}
+    (pack,) = [name for name in names if "pack_columns" in name]
+    (matmul,) = names - {pack}
+    assert matmul in scheduled and "T.vectorized" in kernels[matmul].script()
+    with build_context():
+        build = {
+            name: tvm.tirx.build(tvm.IRModule({"main": kernels[name]}), target=target.tvm_target())
+            for name in names
+        }
+    for length in (1, 7, 16, 33, 40):
+        rng = np.random.default_rng(length)
+        shape = {n: length}
+        a = rng.standard_normal([shape.get(d, d) for d in left_shape]).astype("float32")
+        b = rng.standard_normal([shape.get(d, d) for d in right_shape]).astype("float32")
+        blocks = -(-b.shape[-1] // 16)
+        packed = tvm.runtime.tensor(np.zeros((heads, blocks, b.shape[-2], 16), "float32"))
+        build[pack]["main"](tvm.runtime.tensor(b), packed)
+        count = heads * length * b.shape[-1]
+        buffer = _aligned(count + 64, 12345.0)
+        output = buffer[:count].reshape(heads, length, b.shape[-1])
+        build[matmul]["main"](tvm.runtime.tensor(a), packed, tvm.runtime.from_dlpack(output))
+        np.testing.assert_allclose(output, a @ b, rtol=1e-4, atol=1e-4)
+        assert np.all(buffer[count:] == 12345.0), f"the kernel wrote past its output at {length} tokens"
 
 
 def test_portable_kernels_hold_no_padded_product_in_scratch():

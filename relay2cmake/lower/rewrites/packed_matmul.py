@@ -19,9 +19,10 @@ kernel computes the padded width in its register tiles and a last stage keeps th
 columns; the schedule folds that stage into the tile's write-back (a predicate on the store,
 not a copy of the output). An M that 4 does not divide is then rounded up as well (the cut
 keeps the first M rows). Rows chosen at run time (a sequence of 1..512 tokens) are always
-rounded up to 8s the same way: the tile's rows then need no predicate, which kept TVM from
-shrinking the tile's accumulators to registers (it allocated a whole output's worth per tile
-from the workspace). A batched matmul whose computed right operand has such an N
+rounded up to 4s the same way (the row tile of the x86 and NEON schedules; 8s made one token
+cost 1.56x a fixed-length package, 4s 1.19x): the tile's rows then need no predicate, which
+kept TVM from shrinking the tile's accumulators to registers (it asked the workspace for a
+whole output's worth). A batched matmul whose computed right operand has such an N
 (attention's Q.K^T over ViT's 197 tokens, 12 GFLOPS as scalar code) packs that operand at run
 time the same way.
 
@@ -53,7 +54,7 @@ PACK = 16  # columns per contiguous block: one AVX-512, two AVX2 or four NEON ve
 MATMUL_BLOCK = "r2c_matmul_packed"  # the block name the schedules dispatch on
 COLUMNS_BLOCK = "r2c_matmul_columns"  # keeps the first N of the padded columns (and M rows)
 # Rows chosen at run time are computed in multiples of this (the cut keeps the real ones).
-SYMBOLIC_ROW_TILE = 8
+SYMBOLIC_ROW_TILE = 4
 
 
 def computed_columns_of(columns: int) -> int:
@@ -76,24 +77,34 @@ def _padded_rows(rows: int, cut: bool) -> int:
     return -(-rows // 8) * 8
 
 
-def _matmul_packed(data, packed, columns: int):
+def _whole(extent, tile: int):
+    """A run-time extent rounded up to whole tiles (a TIR expression)."""
+    return (extent + tile - 1) // tile * tile
+
+
+def _matmul_packed(data, packed, columns):
     """``data`` [..., M, K] times ``packed`` [N/16, K, 16] (constant weights), or times
-    [..., N/16, K, 16] with the same leading dimensions as ``data`` (a computed operand)."""
+    [..., N/16, K, 16] with the same leading dimensions as ``data`` (a computed operand).
+    M, K and (for a computed operand) N may be chosen at run time."""
     from tvm import te
 
     *batch, rows, depth = (_constant_or_symbolic(d) for d in data.shape)
     k = te.reduce_axis((0, depth), name="k")
     batched = len(packed.shape) > 3
-    computed_columns = computed_columns_of(columns)
-    if int(packed.shape[-3]) * PACK < computed_columns:
-        raise ValueError(
-            f"packed columns hold {int(packed.shape[-3]) * PACK}; the tile computes {computed_columns}"
-        )
+    if isinstance(columns, int):
+        computed_columns = computed_columns_of(columns)
+        cut_columns = computed_columns != columns
+        if int(packed.shape[-3]) * PACK < computed_columns:
+            raise ValueError(
+                f"packed columns hold {int(packed.shape[-3]) * PACK}; the tile computes {computed_columns}"
+            )
+    else:  # columns chosen at run time (attention's Q.K^T over the sequence): whole blocks
+        computed_columns, cut_columns = _whole(columns, PACK), True
     if isinstance(rows, int):
-        computed_rows = _padded_rows(rows, computed_columns != columns)
+        computed_rows = _padded_rows(rows, cut_columns)
         padded = computed_rows != rows
     else:  # rows chosen at run time: whole tiles of them (the module's note)
-        computed_rows, padded = (rows + SYMBOLIC_ROW_TILE - 1) // SYMBOLIC_ROW_TILE * SYMBOLIC_ROW_TILE, True
+        computed_rows, padded = _whole(rows, SYMBOLIC_ROW_TILE), True
 
     def element(*index):
         *outer, i, j = index
@@ -102,7 +113,7 @@ def _matmul_packed(data, packed, columns: int):
         return te.sum(data[(*outer, row, k)] * right, axis=k)
 
     product = te.compute((*batch, computed_rows, computed_columns), element, name=MATMUL_BLOCK)
-    if not padded and computed_columns == columns:
+    if not padded and not cut_columns:
         return product
     return te.compute((*batch, rows, columns), lambda *index: product[index], name=COLUMNS_BLOCK)
 
@@ -116,14 +127,14 @@ def _pack_columns(matrix):
     """A computed right operand [..., K, N] as [..., N/16, K, 16], zeros past N."""
     from tvm import te, tirx
 
-    *batch, depth, columns = (int(d) for d in matrix.shape)
+    *batch, depth, columns = (_constant_or_symbolic(d) for d in matrix.shape)
 
     def element(*index):
         *outer, block, k, lane = index
         j = block * PACK + lane
         return tirx.if_then_else(j < columns, matrix[(*outer, k, te.min(j, columns - 1))], 0.0)
 
-    shape = (*batch, -(-columns // PACK), depth, PACK)
+    shape = (*batch, (columns + PACK - 1) // PACK, depth, PACK)
     return te.compute(shape, element, name="r2c_pack_columns")
 
 
@@ -192,6 +203,25 @@ def _left_shape(expr) -> list | None:
     return [int(d.value) if hasattr(d, "value") else d for d in extents]
 
 
+def _same(a, b) -> bool:
+    """Two extents (numbers or TIR expressions) that are provably equal."""
+    import tvm
+
+    return bool(tvm.sym.Analyzer().can_prove_equal(a, b))
+
+
+def _worth_packing(left: list, right: list) -> bool:
+    """A computed right operand is packed when its N leaves the tile no whole vectors (see
+    the module's note) or when any extent is chosen at run time: the packed kernel then
+    computes whole row tiles and column blocks, where TVM's own lowering ran a condition or
+    a scalar loop (attention over 64 tokens, head size 64: 1.17 ms against 0.04 at a fixed
+    length)."""
+    columns = right[-1]
+    if not all(hasattr(d, "value") for d in (*left, *right)):
+        return True
+    return int(columns) >= PACK and computed_columns_of(int(columns)) != int(columns)
+
+
 def _qualifies(call, data_shape, weight) -> bool:
     return (
         data_shape is not None
@@ -240,15 +270,15 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
             copy, fused with the transpose that makes B), so the kernel gets vector tiles and
             the column cut like constant weights: MobileViT-XS's 196 x 24 x 196 products ran
             in 4-lane vectors at 11 GFLOPS (AVX-512)."""
-            left, right = static_shape(call.args[0]), static_shape(call.args[1])
+            left, right = shape_extents(call.args[0]), shape_extents(call.args[1])
             if (
                 left is None
                 or right is None
                 or len(left) < 3
-                or left[:-2] != right[:-2]
-                or left[-1] != right[-2]
-                or computed_columns_of(right[-1]) == right[-1]
-                or right[-1] < PACK
+                or len(left) != len(right)
+                or not all(_same(a, b) for a, b in zip(left[:-2], right[:-2], strict=True))
+                or not _same(left[-1], right[-2])
+                or not _worth_packing(left, right)
                 or str(call.args[0].ty.dtype) != "float32"
                 or str(call.args[1].ty.dtype) != "float32"
                 or call.attrs.out_dtype not in ("", "float32", None)
@@ -258,7 +288,11 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
                 self.builder_.call_te(_pack_columns, call.args[1], primfunc_name_hint="pack_columns")
             )
             return self.builder_.call_te(
-                _matmul_packed, call.args[0], packed, columns=right[-1], primfunc_name_hint="matmul"
+                _matmul_packed,
+                call.args[0],
+                packed,
+                columns=_constant_or_symbolic(right[-1]),
+                primfunc_name_hint="matmul",
             )
 
     @relax.expr_functor.mutator
