@@ -184,7 +184,9 @@ def time_kernels(
         else:
             evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device, values)).results))
-        operands = sum(math.prod(_extent(d, values) for d in p.shape) * p.dtype.bits // 8 for p in func.params)
+        operands = sum(
+            math.prod(_extent(d, values) for d in p.shape) * p.dtype.bits // 8 for p in func.params
+        )
         flop = 0.0 if values else _flops(func)  # (TVM estimates static extents only)
         rows.append(KernelTime(name, calls[name], seconds, flop, operands, name in names))
     return sorted(rows, key=lambda row: row.total, reverse=True)
