@@ -367,6 +367,42 @@ def test_rows_that_the_register_does_not_divide_are_scheduled_and_exact(op, leng
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_softmax_over_a_run_time_row_length_is_scheduled_and_exact_at_every_length():
+    """Attention's softmax over 1..40 tokens (rows and row length chosen at run time): one
+    scheduled kernel (stages under the row loop, rows in parallel, no partial sums), called
+    at several lengths, gives NumPy's float64 numbers; the floats after the output are
+    untouched."""
+    import tvm
+    from tvm import relax, tirx
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    n = tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType((2, n, n), "float32"))
+    with bb.function("main", [data], {"tir_var_upper_bound": {"n": 40}, "tir_var_lower_bound": {"n": 1}}):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.softmax(data, axis=-1))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (name,) = [gv.name_hint for gv in kernels.get_global_vars()]
+    assert name in scheduled and "T.parallel" in kernels[name].script()
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": kernels[name]}), target=target.tvm_target())
+    for length in (1, 7, 16, 33, 40):
+        x = (4 * np.random.default_rng(length).standard_normal((2, length, length))).astype("float32")
+        count = x.size
+        buffer = _aligned(count + 64, 12345.0)
+        output = buffer[:count].reshape(x.shape)
+        library["main"](tvm.runtime.tensor(x), tvm.runtime.from_dlpack(output))
+        wide = x.astype("float64")
+        exp = np.exp(wide - wide.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(output, exp / exp.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-6)
+        assert np.all(buffer[count:] == 12345.0), f"the kernel wrote past its output at {length} tokens"
+
+
 def _aligned(count: int, fill: float) -> np.ndarray:
     raw = np.full(count + 16, fill, dtype="float32")
     offset = (-raw.ctypes.data % 64) // 4
