@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import numpy as np
@@ -10,12 +11,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import (
     HEAP_COUNTING_PRELUDE,
+    SAMPLE_APPS,
+    WARNINGS,
     build_package,
     build_program,
     configure_build,
     ctest,
     fails_cleanly,
     onnxruntime_outputs,
+    relay2cmake,
     run,
 )
 
@@ -207,6 +211,27 @@ def test_golden_runs_at_three_batches_are_sanitizer_clean(package, tmp_path):
     result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
     assert "100% tests passed out of 3" in result.stdout
     assert "Sanitizer" not in result.stdout + result.stderr
+
+
+@pytest.mark.skipif(
+    not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")),
+    reason="needs gcc-aarch64-linux-gnu and qemu-user (tools/install_system_deps.sh)",
+)
+def test_the_aarch64_objects_run_at_three_batches_under_qemu(tmp_path):
+    """The AArch64 object set with a run-time batch (NEON tiles of the Winograd and packed
+    kernels over it): cross-built, its golden tests at the largest, smallest and a middle
+    batch pass under qemu."""
+    model = tmp_path / "batched_cnn.onnx"
+    onnx.save(_batched_cnn(), str(model))
+    package, build = tmp_path / "pkg", tmp_path / "build"
+    relay2cmake(
+        "gen", str(model), "-o", str(package), "--target", "aarch64", "--input-shape", "x=1..8,3,16,16"
+    )
+    assert (package / "objects" / "aarch64").is_dir()
+    toolchain = SAMPLE_APPS / "cross" / "aarch64-linux-gnu.cmake"
+    configure_build(package, build, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", f"-DCMAKE_C_FLAGS={WARNINGS}")
+    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+    assert result.stdout.count("Passed") >= 3, result.stdout
 
 
 def test_a_batch_out_of_range_and_inputs_that_disagree_are_errors(package, tmp_path):
