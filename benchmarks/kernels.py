@@ -81,23 +81,15 @@ def _reduction_flops(func) -> float:
     return total
 
 
-def _extent(dim, values: dict[str, int]) -> int:
-    """A parameter's extent: a number, or an expression of run-time dimensions at ``values``."""
-    from relay2cmake.symbolic import evaluate, from_tir
-
-    if hasattr(dim, "value"):
-        return int(dim.value)
-    names = sorted(values)
-    return evaluate(from_tir(dim, {n: i for i, n in enumerate(names)}), tuple(values[n] for n in names))
-
-
 def _arguments(func, device, values: dict[str, int]):
     import tvm
+
+    from relay2cmake.symbolic import value_at
 
     rng = np.random.default_rng(0)
     arrays = []
     for param in func.params:  # TVM 0.27: a PrimFunc's parameters are its buffers
-        shape = [_extent(d, values) for d in param.shape]
+        shape = [value_at(d, values) for d in param.shape]
         dtype = str(param.dtype)
         data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
         arrays.append(tvm.runtime.tensor(data, device))
@@ -158,6 +150,7 @@ def time_kernels(
 
     from relay2cmake.frontends import import_model
     from relay2cmake.lower.pipeline import _kernels_of, lowered_module, scheduled_kernels
+    from relay2cmake.symbolic import value_at
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]
@@ -185,7 +178,7 @@ def time_kernels(
             evaluator = library.time_evaluator("main", device, number=20, repeat=5, min_repeat_ms=50)
         seconds = float(np.median(evaluator(*_arguments(func, device, values)).results))
         operands = sum(
-            math.prod(_extent(d, values) for d in p.shape) * p.dtype.bits // 8 for p in func.params
+            math.prod(value_at(d, values) for d in p.shape) * p.dtype.bits // 8 for p in func.params
         )
         flop = 0.0 if values else _flops(func)  # (TVM estimates static extents only)
         rows.append(KernelTime(name, calls[name], seconds, flop, operands, name in names))

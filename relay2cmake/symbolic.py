@@ -88,6 +88,15 @@ def largest(expr: DimExpr, dims: tuple[DimRange, ...]) -> int:
     return max(evaluate(expr, values) for values in corners(dims))
 
 
+def value_at(expr: Any, values: dict[str, int]) -> int:
+    """A TIR integer expression (a constant, or over the dimension variables) with each
+    variable at ``values`` (symbol → value)."""
+    if hasattr(expr, "value"):
+        return int(expr.value)
+    names = sorted(values)
+    return evaluate(from_tir(expr, {n: i for i, n in enumerate(names)}), tuple(values[n] for n in names))
+
+
 def from_tir(expr: Any, symbols: dict[str, int]) -> DimExpr:
     """A TIR integer expression over the dimension variables (named by ``symbols``: symbol →
     position) as a ``DimExpr``; anything else is refused."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
+from relay2cmake.symbolic import value_at
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -104,14 +105,7 @@ def _is_static(sch, loop) -> bool:
 
 
 def _extent(sch, loop) -> int:
-    extent = sch.get(loop).extent
-    if hasattr(extent, "value"):
-        return int(extent.value)
-    from relay2cmake.symbolic import evaluate, from_tir
-
-    bounds = _bounds.get()
-    names = sorted(bounds)
-    return evaluate(from_tir(extent, {n: i for i, n in enumerate(names)}), tuple(bounds[n] for n in names))
+    return value_at(sch.get(loop).extent, _bounds.get())
 
 
 def _fold_epilogue(sch, block):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from relay2cmake.symbolic import evaluate, from_tir
+from relay2cmake.symbolic import value_at
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -47,9 +47,6 @@ def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, i
 
     from relay2cmake.arena import align_up
 
-    names = sorted(values)
-    positions = {name: i for i, name in enumerate(names)}
-    point = tuple(values[name] for name in names)
     result = {}
     for func in prims.functions.values():
         if not is_symbolic(func):
@@ -65,7 +62,7 @@ def intermediate_scratch(prims: IRModule, values: dict[str, int]) -> dict[str, i
         for buffer in buffers:
             elements = 1
             for dim in buffer.shape:
-                elements *= evaluate(from_tir(dim, positions), point)
+                elements *= value_at(dim, values)
             total += align_up(elements * ((buffer.dtype.bits * buffer.dtype.lanes + 7) // 8))
         result[f"__tvm_ffi_{func.attrs['global_symbol']}"] = total
     return result

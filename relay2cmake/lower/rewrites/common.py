@@ -3,7 +3,7 @@ about Relax expressions the rewrites share."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from relay2cmake.relax_shapes import static_dims
 from relay2cmake.tensor_memory import adopted_tensor
@@ -30,14 +30,19 @@ def static_shape(expr: relax.Expr) -> list[int] | None:
     return static_dims(getattr(expr, "ty", None))
 
 
+def number_or_expression(extent: Any) -> Any:
+    """An extent as an int when it is a constant, else the TIR expression itself (a
+    dimension chosen at run time)."""
+    return int(extent.value) if hasattr(extent, "value") else extent
+
+
 def batch_and_static_shape(expr: relax.Expr) -> list | None:
     """The expression's shape when every dimension but the first is a constant: the first
     (a batch chosen at run time) stays a TIR expression when it is not. Else None."""
     extents = shape_extents(expr)
     if not extents or not all(hasattr(d, "value") for d in extents[1:]):
         return None
-    first = extents[0]
-    return [int(first.value) if hasattr(first, "value") else first, *(int(d.value) for d in extents[1:])]
+    return [number_or_expression(d) for d in extents]
 
 
 def shape_extents(expr: relax.Expr) -> list | None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from relay2cmake.lower.rewrites.common import (
     adopted_constant,
     constant_or_self,
+    number_or_expression,
     rewrite_functions,
     shape_extents,
     static_shape,
@@ -88,7 +89,7 @@ def _matmul_packed(data, packed, columns):
     M, K and (for a computed operand) N may be chosen at run time."""
     from tvm import te
 
-    *batch, rows, depth = (_constant_or_symbolic(d) for d in data.shape)
+    *batch, rows, depth = (number_or_expression(d) for d in data.shape)
     k = te.reduce_axis((0, depth), name="k")
     batched = len(packed.shape) > 3
     if isinstance(columns, int):
@@ -118,16 +119,11 @@ def _matmul_packed(data, packed, columns):
     return te.compute((*batch, rows, columns), lambda *index: product[index], name=COLUMNS_BLOCK)
 
 
-def _constant_or_symbolic(extent):
-    """A te extent as an int when it is a constant, else the TIR expression itself."""
-    return int(extent.value) if hasattr(extent, "value") else extent
-
-
 def _pack_columns(matrix):
     """A computed right operand [..., K, N] as [..., N/16, K, 16], zeros past N."""
     from tvm import te, tirx
 
-    *batch, depth, columns = (_constant_or_symbolic(d) for d in matrix.shape)
+    *batch, depth, columns = (number_or_expression(d) for d in matrix.shape)
 
     def element(*index):
         *outer, block, k, lane = index
@@ -200,7 +196,7 @@ def _left_shape(expr) -> list | None:
     extents = shape_extents(expr)
     if not extents or not hasattr(extents[-1], "value"):
         return None
-    return [int(d.value) if hasattr(d, "value") else d for d in extents]
+    return [number_or_expression(d) for d in extents]
 
 
 def _same(a, b) -> bool:
@@ -291,7 +287,7 @@ def pack_matmul_weights(module: IRModule) -> IRModule:
                 _matmul_packed,
                 call.args[0],
                 packed,
-                columns=_constant_or_symbolic(right[-1]),
+                columns=number_or_expression(right[-1]),
                 primfunc_name_hint="matmul",
             )
 
