@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.errors import ModelError, UserError
 from relay2cmake.frontends import InputShapes, TensorSignature, check_input_shape_names
+from relay2cmake.relax_shapes import declared_bounds
 from relay2cmake.symbolic import DimExpr, DimRange, symbolic_shape
 
 if TYPE_CHECKING:
@@ -101,10 +102,8 @@ def bind_input_shapes(
 def _declared_bounds(main) -> tuple[dict[str, int], dict[str, int]]:
     """The bounds the program declares per symbolic variable (an upper bound beyond any real
     size, torch's unbounded ``int_oo``, counts as none)."""
-    attrs = main.attrs if main.attrs is not None else {}
-    lows = {str(k): int(v) for k, v in (attrs.get("tir_var_lower_bound") or {}).items()}
-    highs = {str(k): int(v) for k, v in (attrs.get("tir_var_upper_bound") or {}).items() if int(v) < 1 << 31}
-    return lows, highs
+    lows, highs = declared_bounds(main)
+    return lows, {name: high for name, high in highs.items() if high < 1 << 31}
 
 
 def _text(value: int | tuple[int, int]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from relay2cmake.relax_shapes import declared_bounds
 from relay2cmake.symbolic import value_at
 
 if TYPE_CHECKING:
@@ -20,8 +21,7 @@ if TYPE_CHECKING:
 
 def dim_bounds(main: Any) -> dict[str, int]:
     """The run-time dimensions' upper bounds that the frontend attached to ``main``."""
-    bounds = main.attrs.get("tir_var_upper_bound") if main.attrs is not None else None
-    return {str(name): int(value) for name, value in (bounds or {}).items()}
+    return declared_bounds(main)[1]
 
 
 def is_symbolic(func: Any) -> bool:

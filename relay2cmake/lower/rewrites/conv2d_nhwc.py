@@ -33,6 +33,7 @@ from relay2cmake.lower.rewrites.packed_matmul import (
     PACK,  # output channels per contiguous weight block
     computed_columns_of,  # whole 16s where 16 does not divide the count (channels too)
 )
+from relay2cmake.relax_shapes import declared_bounds
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -220,12 +221,8 @@ def _dimension_ranges(module) -> dict[str, tuple[int, int]]:
     on the Relax functions."""
     ranges: dict[str, tuple[int, int]] = {}
     for func in module.functions.values():
-        attrs = getattr(func, "attrs", None)
-        if attrs is None or "tir_var_upper_bound" not in attrs:
-            continue
-        lows = attrs.get("tir_var_lower_bound") or {}
-        for name, high in attrs["tir_var_upper_bound"].items():
-            ranges[str(name)] = (int(lows.get(name, 1)), int(high))
+        lows, highs = declared_bounds(func)
+        ranges.update({name: (lows.get(name, 1), high) for name, high in highs.items()})
     return ranges
 
 
