@@ -113,7 +113,7 @@ def main() -> None:
             timings["fixed"].append(_median_ms(fixed, inputs, args.runs))
         best = {kind: min(values) for kind, values in timings.items()}
         ratio = best["dynamic"] / best["fixed"]
-        print(f"{value:>6} {best['dynamic']:>11.4f} {best['fixed']:>9.4f} {ratio:>14.2f}")
+        print(f"{value:>6} {best['dynamic']:>11.5f} {best['fixed']:>9.5f} {ratio:>14.2f}")
 
 
 if __name__ == "__main__":

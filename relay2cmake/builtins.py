@@ -15,7 +15,13 @@ SORT = "relay2cmake.sort"
 # Indices checked before a gather or scatter kernel uses them (index_checks.py).
 CHECK_INDICES = "relay2cmake.check_indices"
 
-BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, NON_MAX_SUPPRESSION, SORT, CHECK_INDICES)
+# The outputs of a recurrent operator unrolled over a sequence of run-time length L
+# (onnx_converters.py): every pass's states at positions 0..L-1, and each pass's last state.
+# Both read step t only when t < L, so the driver skips computing the others (step_guards.py).
+STACK_STATES = "relay2cmake.stack_states"
+LAST_STATES = "relay2cmake.last_states"
+
+BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, NON_MAX_SUPPRESSION, SORT, CHECK_INDICES, STACK_STATES, LAST_STATES)
 # In a builtin's text, "input #3" is model input 3; the plan replaces it with the input's name.
 INPUT_MARK = "input #"
 

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from relay2cmake import arena
-from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, builtin_symbol
+from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, LAST_STATES, STACK_STATES, builtin_symbol
 from relay2cmake.errors import ModelError
 from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
+from relay2cmake.step_guards import StepReads, step_guards
 from relay2cmake.symbolic import DimExpr, DimRange, symbolic_shape
 from relay2cmake.tensor_memory import tensor_values
 from relay2cmake.weights_file import WeightsFile, WeightsWriter, constant_bytes
@@ -107,6 +108,10 @@ class Step:
     args: tuple[Arg, ...]
     scratch_offset: int
     scratch_bytes: int
+    # Run only when this is > 0, and when it is not, skip the next ``skip`` steps too (their
+    # guards are then 0 as well): see step_guards. None: always run.
+    guard: DimExpr | None = None
+    skip: int = 0
 
 
 @dataclass(frozen=True)
@@ -341,6 +346,24 @@ class _Builder:
             {"kernel": name, "symbol": symbol, "args": tuple(packed), "scratch": scratch, "at": step}
         )
 
+    def step_reads(self, step: dict[str, Any]) -> StepReads:
+        """The step's tensors, and which it reads only under a condition: the recurrence
+        builtins read step s of each pass (``parts`` in passes of equal length) only when the
+        run-time length exceeds s."""
+        tensors = [a.value for a in step["args"] if a.kind == "tensor"]
+        roots = tuple(self.root(t) for t in tensors)
+        out = self.buffers[tensors[-1]] if tensors else None
+        length, passes = None, 1
+        if step["kernel"] == STACK_STATES and out["symbolic"]:
+            length, passes = out["symbolic"][0], out["shape"][1]
+        elif step["kernel"] == LAST_STATES:
+            length = next((a.expr for a in step["args"] if a.kind == "dim"), None)
+            passes = out["shape"][0]
+        if length is None:
+            return StepReads(roots, {})
+        parts = len(tensors) - 1
+        return StepReads(roots, {p: (length, p % (parts // passes)) for p in range(parts)})
+
     # -- the walk --------------------------------------------------------------------------
     def run(self) -> PackagePlan:
         from tvm import relax
@@ -436,6 +459,12 @@ class _Builder:
             held = self.buffers[ref]
             if held["dtype"] != io.dtype or tensor_bytes(held["dtype"], held["shape"]) != io.nbytes:
                 raise ModelError(f"Output {io.name!r} does not match what the lowered model computes.")
+        guards = step_guards(
+            [self.step_reads(s) for s in self.steps],
+            {i for i, info in enumerate(self.buffers) if info["root"] == i and info["home"] == "arena"},
+            {self.root(ref) for ref in output_refs + [r for r in extent_refs if r is not None]},
+            self.imported.dims,
+        )
         steps = tuple(
             Step(
                 kernel=s["kernel"],
@@ -443,8 +472,10 @@ class _Builder:
                 args=s["args"],
                 scratch_offset=offsets.get(f"s{position}", 0),
                 scratch_bytes=s["scratch"],
+                guard=guard.expr if guard else None,
+                skip=guard.skip if guard else 0,
             )
-            for position, s in enumerate(self.steps)
+            for position, (s, guard) in enumerate(zip(self.steps, guards, strict=True))
         )
         return PackagePlan(
             inputs=inputs,

@@ -495,12 +495,14 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
   for (i = 0; __prefix___output_table[i].name != NULL; ++i) {
     in_place[i] = (unsigned char)__prefix___output_in_place(context, inputs, outputs, i);
   }
-  for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {
-    const __prefix___buffer_desc* desc = &__prefix___buffer_table[i];
+  /* Only the buffers that are (views of) inputs or outputs: a long unroll has thousands. */
+  for (i = 0; __prefix___io_buffers[i] >= 0; ++i) {
+    int32_t b = __prefix___io_buffers[i];
+    const __prefix___buffer_desc* desc = &__prefix___buffer_table[b];
     if (desc->home == __PREFIX___HOME_INPUT) {
-      context->tensors[i].data = input_data[desc->slot];
+      context->tensors[b].data = input_data[desc->slot];
     } else if (desc->output >= 0 && in_place[desc->output]) {
-      context->tensors[i].data = outputs[desc->output];
+      context->tensors[b].data = outputs[desc->output];
     }
   }
   __prefix___current = context;
@@ -510,6 +512,10 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     __prefix___kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
+    if (step->guard >= 0 && context->shape_values[step->guard] == 0) {
+      i += step->skip;
+      continue;
+    }
     context->scratch_top = context->arena + step->scratch_offset;
     context->scratch_end = context->scratch_top + step->scratch_bytes;
     result.type_index = 0;
@@ -535,9 +541,10 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
   __prefix___pool_run_end(&context->pool, status == __PREFIX___OK);
   __prefix___current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
-  for (i = 0; i < __PREFIX___NUM_BUFFERS; ++i) {
-    const __prefix___buffer_desc* desc = &__prefix___buffer_table[i];
-    if (desc->output >= 0 && in_place[desc->output]) context->tensors[i].data = context->arena + desc->slot;
+  for (i = 0; __prefix___io_buffers[i] >= 0; ++i) {
+    int32_t b = __prefix___io_buffers[i];
+    const __prefix___buffer_desc* desc = &__prefix___buffer_table[b];
+    if (desc->output >= 0 && in_place[desc->output]) context->tensors[b].data = context->arena + desc->slot;
   }
   if (status != __PREFIX___OK) return status;
   for (i = 0; __prefix___output_table[i].name != NULL; ++i) {

@@ -155,6 +155,8 @@ class StepView:
     num_args: int
     scratch_offset: int
     scratch_bytes: int
+    guard: int  # the shape value that must be > 0 for it to run, or -1: always runs
+    skip: int  # steps to skip after it as well when its guard is 0
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,7 @@ class PackageView:
     input_axis_dims: tuple[int, ...]  # per input axis, the dimension it gives, or -1
     input_axis_first: tuple[int, ...]  # where input i's axes start in input_axis_dims
     input_buffers: tuple[int, ...]
+    io_buffers: tuple[int, ...]  # buffers a run points at the caller's inputs or outputs
 
     def template_names(self) -> dict[str, Any]:
         """The names a template sees (the fields, not copied deeper)."""
@@ -346,9 +349,12 @@ def context_bytes(plan: PackagePlan) -> int:
 
 
 def _num_shape_values(plan: PackagePlan) -> int:
-    """As many as build_view makes: each extent of a symbolic buffer, each run-time size."""
-    return sum(len(b.shape) for b in plan.buffers if b.symbolic) + sum(
-        1 for step in plan.steps for a in step.args if a.kind == "dim"
+    """As many as build_view makes: each extent of a symbolic buffer, each run-time size,
+    each step's guard."""
+    return (
+        sum(len(b.shape) for b in plan.buffers if b.symbolic)
+        + sum(1 for step in plan.steps for a in step.args if a.kind == "dim")
+        + sum(1 for step in plan.steps if step.guard is not None)
     )
 
 
@@ -416,6 +422,8 @@ def build_view(
                 num_args=len(step.args),
                 scratch_offset=step.scratch_offset,
                 scratch_bytes=step.scratch_bytes,
+                guard=shape_value(step.guard) if step.guard is not None else -1,
+                skip=step.skip,
             )
         )
         args.extend(_arg_view(a, shape_value) for a in step.args)
@@ -521,6 +529,7 @@ def build_view(
         ),
         input_axis_first=tuple(sum(len(t.shape) for t in plan.inputs[:i]) for i in range(len(plan.inputs))),
         input_buffers=tuple(_input_buffer(plan, i) for i in range(len(plan.inputs))),
+        io_buffers=tuple(b.index for b in plan.buffers if b.home == "input" or b.output >= 0),
     )
 
 

@@ -39,6 +39,7 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
     get_constant,
 )
 
+from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.frontends import onnx_bounded
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.relax_shapes import static_dims
@@ -77,6 +78,49 @@ def _scalar(value: float, like) -> relax.Expr:
     return relax.const(value, str(like.ty.dtype))
 
 
+def _stack_states_reference(*args) -> None:
+    """The builtin for TVM's own VM (the golden step's third reference path)."""
+    out = args[-1]
+    rows, groups = int(out.shape[0]), int(out.shape[1])
+    flags = [int(f) for f in args[-1 - groups : -1]]
+    parts = [part.numpy() for part in args[: -1 - groups]]
+    steps = len(parts) // groups
+    table = [
+        [parts[g * steps + (rows - 1 - t if flags[g] else t)] for g in range(groups)] for t in range(rows)
+    ]
+    out.copyfrom(np.array(table).reshape(tuple(out.shape)))
+
+
+def _last_states_reference(*args) -> None:
+    out, length = args[-1], int(args[-2])
+    groups = int(out.shape[0])
+    parts = [part.numpy() for part in args[:-2]]
+    steps = len(parts) // groups
+    out.copyfrom(np.array([parts[g * steps + length - 1] for g in range(groups)]).reshape(tuple(out.shape)))
+
+
+tvm.register_global_func(STACK_STATES, _stack_states_reference, override=True)
+tvm.register_global_func(LAST_STATES, _last_states_reference, override=True)
+
+
+def _stack_states(bb, passes: list[list[relax.Expr]], reverse: list[bool], length) -> relax.Expr:
+    """[length, passes, *state]: row t holds each pass's state at position t (a reverse pass's
+    step length - 1 - t). The package builtin reads step s only when s < length, so the
+    driver may skip computing the others."""
+    first = passes[0][0].ty
+    out_ty = relax.TensorType([length, len(passes), *first.shape.values], str(first.dtype))
+    args = [state for states in passes for state in states] + [relax.prim_value(int(r)) for r in reverse]
+    return bb.emit(relax.call_dps_packed(STACK_STATES, relax.Tuple(args), out_ty=out_ty))
+
+
+def _last_states(bb, passes: list[list[relax.Expr]], length) -> relax.Expr:
+    """[passes, *state]: each pass's state after step length - 1."""
+    first = passes[0][0].ty
+    out_ty = relax.TensorType([len(passes), *first.shape.values], str(first.dtype))
+    args = [state for states in passes for state in states] + [relax.prim_value(length)]
+    return bb.emit(relax.call_dps_packed(LAST_STATES, relax.Tuple(args), out_ty=out_ty))
+
+
 class _Recurrent(OnnxOpConverter):
     """Shared unrolling of ONNX's RNN, GRU and LSTM."""
 
@@ -95,11 +139,12 @@ class _Recurrent(OnnxOpConverter):
         if layout == 1:
             x = bb.emit(relax.op.permute_dims(x, [1, 0, 2]))
         extent = x.ty.shape.values[0]
-        # A sequence of run-time length L: unrolled to its largest value; steps from L on
-        # leave the state as it was and output zeros (ONNX's sequence_lens semantics), and
-        # Y is cut to L. A reverse pass thus starts at step L - 1, as it should.
-        length = None
-        if not hasattr(extent, "value"):
+        # A sequence of run-time length L: unrolled to its largest value, each pass's step t
+        # at position t (a reverse pass's at L - 1 - t). The states reach Y, Y_h and Y_c
+        # only through builtins that read step t only when t < L, so the driver skips the
+        # steps past L (``step_guards``).
+        runtime_length = not hasattr(extent, "value")
+        if runtime_length:
             if sequence_lens is not None or not isinstance(extent, tvm.tirx.Var):
                 raise NotImplementedError(
                     f"{cls.__name__} over a sequence of run-time length with sequence_lens"
@@ -107,7 +152,6 @@ class _Recurrent(OnnxOpConverter):
             seq_len = (DIM_BOUNDS.get() or {}).get(extent.name)
             if seq_len is None:
                 raise NotImplementedError(f"{cls.__name__} over a sequence of unknown length")
-            length = bb.emit(relax.op.shape_to_tensor(relax.ShapeExpr([extent])))
             batch = int(x.ty.shape.values[1])
         else:
             seq_len, batch, _ = _static_shape(x)
@@ -124,14 +168,22 @@ class _Recurrent(OnnxOpConverter):
         betas = list(attr.get("activation_beta", ())) + [None] * len(names)
         per_direction = len(cls.default_activations)
         dtype = str(x.ty.dtype)
-        steps = [
-            bb.emit(relax.op.take(x, relax.const(t, "int64"), axis=0, mode="clip"))
-            if length is not None
-            else bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
-            for t in range(seq_len)
-        ]
 
+        # Emitted beside each step's cell, so a run at L skips the steps past it in one go.
+        # One take kernel serves every step (the position is a tensor argument, clipped: the
+        # steps past L do not run); a reverse pass's step t reads flip(x)[t] = x[L - 1 - t].
+        flipped = bb.emit(relax.op.flip(x, axis=0)) if runtime_length and direction != "forward" else None
+
+        def step_input(t, reverse):
+            if runtime_length:
+                source = flipped if reverse else x
+                return bb.emit(relax.op.take(source, relax.const(t, "int64"), axis=0, mode="clip"))
+            return bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
+
+        # A fixed length: the bidirectional passes share the step inputs.
+        shared_steps = None if runtime_length else [step_input(t, False) for t in range(seq_len)]
         outputs, finals, cells = [], [], []
+        passes, cell_passes, reversed_passes = [], [], []
         for d in range(directions):
             reverse = direction == "reverse" or d == 1
             acts = [
@@ -157,30 +209,34 @@ class _Recurrent(OnnxOpConverter):
             c = None
             if cls is LSTM:
                 c = pick(inputs[6]) if inputs[6] is not None else zeros
-            sequence: list[Any] = [None] * seq_len
-            for t in reversed(range(seq_len)) if reverse else range(seq_len):
-                new_h, new_c = cls._cell(bb, steps[t], (h, c), weights, acts, attr)
-                if length is None:
-                    h, c = new_h, new_c
-                    sequence[t] = h
-                    continue
-                alive = bb.emit(relax.op.less(relax.const(t, "int64"), length))
-                h = bb.emit(relax.op.where(alive, new_h, h))
-                c = bb.emit(relax.op.where(alive, new_c, c)) if c is not None else None
-                sequence[t] = bb.emit(relax.op.where(alive, new_h, zeros))
-            outputs.append(bb.emit(relax.op.stack(sequence, axis=0)))
+            order = list(reversed(range(seq_len))) if reverse and not runtime_length else list(range(seq_len))
+            states, cell_states = [], []
+            for t in order:
+                x_t = shared_steps[t] if shared_steps is not None else step_input(t, reverse)
+                h, c = cls._cell(bb, x_t, (h, c), weights, acts, attr)
+                states.append(h)
+                cell_states.append(c)
+            if runtime_length:  # in the pass's order
+                passes.append(states)
+                cell_passes.append(cell_states)
+                reversed_passes.append(reverse)
+                continue
+            outputs.append(bb.emit(relax.op.stack(states[::-1] if reverse else states, axis=0)))
             finals.append(h)
             cells.append(c)
-        y = bb.emit(relax.op.stack(outputs, axis=1))  # [seq, directions, batch, hidden]
-        if length is not None:
-            y = bb.emit(relax.op.strided_slice(y, [0], [0], [extent], assume_inbound=True))
-        y_h = bb.emit(relax.op.stack(finals, axis=0))  # [directions, batch, hidden]
+        if runtime_length:
+            y = _stack_states(bb, passes, reversed_passes, extent)
+            y_h = _last_states(bb, passes, extent)
+            y_c = _last_states(bb, cell_passes, extent) if cls is LSTM else None
+        else:
+            y = bb.emit(relax.op.stack(outputs, axis=1))  # [seq, directions, batch, hidden]
+            y_h = bb.emit(relax.op.stack(finals, axis=0))  # [directions, batch, hidden]
+            y_c = bb.emit(relax.op.stack(cells, axis=0)) if cls is LSTM else None
         if layout == 1:
             y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
             y_h = bb.emit(relax.op.permute_dims(y_h, [1, 0, 2]))
         results = [y, y_h]
-        if cls is LSTM:
-            y_c = bb.emit(relax.op.stack(cells, axis=0))
+        if y_c is not None:
             results.append(bb.emit(relax.op.permute_dims(y_c, [1, 0, 2])) if layout == 1 else y_c)
         return relax.Tuple(results)
 

@@ -358,9 +358,98 @@ def _lstm(hidden: int = 16, features: int = 8) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
+def _reverse_gru(hidden: int = 4, features: int = 3, batch: int = 2) -> onnx.ModelProto:
+    """A reverse GRU with an initial state input, over a sequence of run-time length."""
+    rng = np.random.default_rng(1)
+    weights = [
+        numpy_helper.from_array((0.5 * rng.standard_normal((1, 3 * hidden, features))).astype(np.float32), "W"),
+        numpy_helper.from_array((0.5 * rng.standard_normal((1, 3 * hidden, hidden))).astype(np.float32), "R"),
+        numpy_helper.from_array((0.1 * rng.standard_normal((1, 6 * hidden))).astype(np.float32), "B"),
+    ]
+    node = helper.make_node(
+        "GRU", ["x", "W", "R", "B", "", "h0"], ["y", "y_h"], hidden_size=hidden, direction="reverse"
+    )
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", batch, features]),
+        helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, batch, hidden]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", 1, batch, hidden]),
+        helper.make_tensor_value_info("y_h", TensorProto.FLOAT, [1, batch, hidden]),
+    ]
+    graph = helper.make_graph([node], "reverse_gru", inputs, outputs, weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def test_a_reverse_gru_skips_the_steps_past_the_length_and_still_matches(tmp_path):
+    """Unrolled to 6 steps; a run at L computes L of them (the step table's guards) and the
+    reverse pass starts at step L - 1 from the initial state."""
+    model = tmp_path / "gru.onnx"
+    onnx.save(_reverse_gru(), str(model))
+    package = build_package(model, tmp_path, "ReverseGru", ["--input-shape", "x=1..6,2,3"])
+    table = (package.source / "src" / "reversegru_model.c").read_text()
+    guarded = [line for line in table.splitlines() if line.startswith("  { __tvm_ffi") and ", -1, 0u }" not in line]
+    assert guarded, "no step of the unrolled GRU is guarded"
+    rng = np.random.default_rng(2)
+    for length in (1, 4, 6):
+        arrays = [
+            rng.standard_normal((length, 2, 3)).astype(np.float32),
+            rng.standard_normal((1, 2, 4)).astype(np.float32),
+        ]
+        result = _run_cli(package, arrays, tmp_path / f"s{length}")
+        assert result.returncode == 0, result.stderr
+        wants = onnxruntime_outputs(package.model, package.metadata, arrays)
+        for index, want in enumerate(wants):
+            got = np.load(tmp_path / f"s{length}" / "out" / f"output_{index}.npy")
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+LSTM_PROGRAM = (
+    HEAP_COUNTING_PRELUDE
+    + r"""
+#include <lstm/lstm.h>
+#include <math.h>
+
+static _Alignas(64) unsigned char workspace[LSTM_WORKSPACE_BYTES];
+static float x[64 * 8], y64[64 * 2 * 16], y[64 * 2 * 16], h[2 * 16], c[2 * 16];
+
+int main(void) {
+  lstm_context* context = NULL;
+  lstm_inputs in = {x};
+  lstm_outputs out = {y, h, c};
+  int64_t dims[1], shape[4], length;
+  size_t i;
+  for (i = 0; i < sizeof(x) / sizeof(x[0]); ++i) x[i] = (float)((i * 7919u) % 101u) / 50.0f - 1.0f;
+  EXPECT(lstm_context_init(workspace, sizeof(workspace), &context) == LSTM_OK);
+  EXPECT(lstm_run(context, &in, &(lstm_outputs){y64, h, c}) == LSTM_OK);
+  /* Every length: no heap call, and the forward pass's states at 0..L-1 are the 64-step
+   * run's (they see the same inputs); the skipped steps leave nothing behind. */
+  for (length = 1; length <= 64; ++length) {
+    dims[0] = length;
+    memset(y, 0, sizeof(y));
+    counting = 1;
+    EXPECT(lstm_run_shaped(context, dims, &in, &out) == LSTM_OK);
+    counting = 0;
+    EXPECT(lstm_output_shape(context, 0, shape) == LSTM_OK && shape[0] == length && shape[1] == 2);
+    for (i = 0; i < (size_t)length; ++i) {
+      size_t k;
+      for (k = 0; k < 16; ++k) EXPECT(fabsf(y[i * 32 + k] - y64[i * 32 + k]) <= 1e-6f);
+    }
+    if (length < 64) EXPECT(y[length * 32] == 0.0f);  /* nothing written past the output */
+  }
+  EXPECT(heap_calls == 0);
+  printf("ok\n");
+  return 0;
+}
+"""
+)
+
+
 @pytest.mark.slow
 def test_an_lstm_runs_at_every_sequence_length(tmp_path):
-    """Unrolled to 64 steps; steps past the length keep the state (both directions)."""
+    """Unrolled to 64 steps, a run at L computes L of them (both directions): it matches ONNX
+    Runtime at five lengths, calls no heap function at any of 1..64, and its golden tests
+    (three lengths) are clean under ASan and UBSan."""
     model = tmp_path / "lstm.onnx"
     onnx.save(_lstm(), str(model))
     package = build_package(model, tmp_path, "Lstm", ["--input-shape", "x=1..64,1,8"])
@@ -372,6 +461,20 @@ def test_an_lstm_runs_at_every_sequence_length(tmp_path):
         for index, want in enumerate(wants):
             got = np.load(tmp_path / f"s{length}" / "out" / f"output_{index}.npy")
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    exe = build_program(package, LSTM_PROGRAM, tmp_path / "lengths.c")
+    result = subprocess.run([exe], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+
+    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
+    build = tmp_path / "asan"
+    configure_build(
+        package.source, build, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}",
+        "-DCMAKE_BUILD_TYPE=Debug",
+    )  # fmt: skip
+    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+    assert "100% tests passed out of 3" in result.stdout
+    assert "Sanitizer" not in result.stdout + result.stderr
 
 
 CPP_PROGRAM = r"""

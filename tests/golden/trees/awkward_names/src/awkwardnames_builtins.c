@@ -575,3 +575,51 @@ int32_t awkwardnames_builtin_check_indices(void* self, void* args, int32_t num_a
   }
   return 0;
 }
+
+/* The outputs of a recurrence unrolled to M steps over a sequence of run-time length L: its
+ * passes' states come as G groups of M tensors (a pass's steps in its own order). Steps from
+ * L on were skipped (the step table's guards) and are never read. */
+static size_t awkwardnames_state_bytes(const DLTensor* out, int64_t states) {
+  return states > 0 ? (size_t)(awkwardnames_num_elements(out) / states) * awkwardnames_element_bytes(out) : 0u;
+}
+
+/* stack_states(states..., reversed_0 .. reversed_{G-1}) -> out [L, G, ...]: out[t][g] is pass
+ * g's state at position t, its step t (a reverse pass's step L - 1 - t). */
+int32_t awkwardnames_builtin_stack_states(void* self, void* args, int32_t num_args, void* result) {
+  const TVMFFIAny* any = (const TVMFFIAny*)args;
+  DLTensor* out = awkwardnames_arg_tensor(args, num_args - 1);
+  int64_t rows = out->shape[0], groups = out->shape[1], steps, t, g;
+  size_t bytes;
+  (void)self;
+  (void)result;
+  if (groups < 1 || num_args - 1 - groups < groups) return -1;
+  steps = (num_args - 1 - groups) / groups;
+  if (rows > steps) return -1;  /* the arena and the plan allow no more */
+  bytes = awkwardnames_state_bytes(out, rows * groups);
+  for (t = 0; t < rows; ++t) {
+    for (g = 0; g < groups; ++g) {
+      int64_t step = any[groups * steps + g].v_int64 ? rows - 1 - t : t;
+      const DLTensor* state = awkwardnames_arg_tensor(args, (int)(g * steps + step));
+      memcpy((unsigned char*)out->data + (size_t)(t * groups + g) * bytes, state->data, bytes);
+    }
+  }
+  return 0;
+}
+
+/* last_states(states..., L) -> out [G, ...]: each pass's state after its step L - 1. */
+int32_t awkwardnames_builtin_last_states(void* self, void* args, int32_t num_args, void* result) {
+  const TVMFFIAny* any = (const TVMFFIAny*)args;
+  DLTensor* out = awkwardnames_arg_tensor(args, num_args - 1);
+  int64_t groups = out->shape[0], length = any[num_args - 2].v_int64, steps, g;
+  size_t bytes = awkwardnames_state_bytes(out, groups);
+  (void)self;
+  (void)result;
+  if (groups < 1) return -1;
+  steps = (num_args - 2) / groups;
+  if (length < 1 || length > steps) return -1;
+  for (g = 0; g < groups; ++g) {
+    const DLTensor* state = awkwardnames_arg_tensor(args, (int)(g * steps + length - 1));
+    memcpy((unsigned char*)out->data + (size_t)g * bytes, state->data, bytes);
+  }
+  return 0;
+}

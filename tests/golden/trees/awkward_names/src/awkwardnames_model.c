@@ -64,6 +64,8 @@ const awkwardnames_buffer_desc awkwardnames_buffer_table[] = {
   { 0, 0, 0, 0, NULL, 0u, -1, -1 }
 };
 
+const int32_t awkwardnames_io_buffers[] = { 0, 1, 2, 3, 4, -1 };
+
 const awkwardnames_arg_desc awkwardnames_arg_table[] = {
   { 1, 0 },
   { 1, 1 },
@@ -78,10 +80,10 @@ const awkwardnames_arg_desc awkwardnames_arg_table[] = {
 };
 
 const awkwardnames_step_desc awkwardnames_step_table[] = {
-  { __tvm_ffi_awkwardnames_add, "add", 0u, 3u, 0u, 0u },
-  { __tvm_ffi_awkwardnames_subtract, "subtract", 3u, 3u, 0u, 0u },
-  { __tvm_ffi_awkwardnames_multiply, "multiply", 6u, 3u, 0u, 0u },
-  { NULL, NULL, 0u, 0u, 0u, 0u }
+  { __tvm_ffi_awkwardnames_add, "add", 0u, 3u, 0u, 0u, -1, 0u },
+  { __tvm_ffi_awkwardnames_subtract, "subtract", 3u, 3u, 0u, 0u, -1, 0u },
+  { __tvm_ffi_awkwardnames_multiply, "multiply", 6u, 3u, 0u, 0u, -1, 0u },
+  { NULL, NULL, 0u, 0u, 0u, 0u, -1, 0u }
 };
 
 const awkwardnames_dim_info awkwardnames_dim_table[] = {

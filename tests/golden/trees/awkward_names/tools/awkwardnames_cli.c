@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
       if (awkwardnames_context_threads_used(context) > 1) ++runs_with_workers;
     }
     qsort(times, (size_t)bench, sizeof(double), compare_doubles);
-    printf("latency_ms min=%.4f median=%.4f max=%.4f\n", times[0],
+    printf("latency_ms min=%.6f median=%.6f max=%.6f\n", times[0],
            bench % 2 ? times[bench / 2] : 0.5 * (times[bench / 2 - 1] + times[bench / 2]), times[bench - 1]);
     printf("kernels %s\n", awkwardnames_kernel_set(context));
     /* A context with workers goes without them when that is faster (a busy machine). */

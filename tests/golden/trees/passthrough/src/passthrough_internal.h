@@ -122,6 +122,11 @@ typedef struct passthrough_step_desc {
   uint32_t num_args;
   size_t scratch_offset;
   size_t scratch_bytes;
+  /* Steps a run at smaller dimensions does not need (a recurrence's steps past its
+   * run-time length): skipped when shape value `guard` is 0, with the `skip` steps after it,
+   * whose guards are 0 then too. -1: always runs. */
+  int32_t guard;
+  uint32_t skip;
 } passthrough_step_desc;
 
 /* Run-time dimensions: their ranges, the largest value each shape value may take (the arena
@@ -138,6 +143,8 @@ extern const uint32_t passthrough_input_buffers[];  /* the buffer that is input 
 extern const passthrough_buffer_desc passthrough_buffer_table[];
 extern const passthrough_arg_desc passthrough_arg_table[];
 extern const passthrough_step_desc passthrough_step_table[];
+/* The buffers each run points at the caller's memory (inputs, outputs and their views), -1 last. */
+extern const int32_t passthrough_io_buffers[];
 /* Texts builtins report, by the index a step passes (an index check: "Gather on a 10x4 tensor"). */
 extern const char* const passthrough_builtin_texts[];
 /* A builtin's return code for input data it refuses (an index out of range): the run stops

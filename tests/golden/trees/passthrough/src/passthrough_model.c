@@ -60,6 +60,8 @@ const passthrough_buffer_desc passthrough_buffer_table[] = {
   { 0, 0, 0, 0, NULL, 0u, -1, -1 }
 };
 
+const int32_t passthrough_io_buffers[] = { 0, 1, -1 };
+
 const passthrough_arg_desc passthrough_arg_table[] = {
   { 1, 0 },
   { 1, 1 },
@@ -67,8 +69,8 @@ const passthrough_arg_desc passthrough_arg_table[] = {
 };
 
 const passthrough_step_desc passthrough_step_table[] = {
-  { __tvm_ffi_passthrough_tir_exp, "tir_exp", 0u, 2u, 0u, 0u },
-  { NULL, NULL, 0u, 0u, 0u, 0u }
+  { __tvm_ffi_passthrough_tir_exp, "tir_exp", 0u, 2u, 0u, 0u, -1, 0u },
+  { NULL, NULL, 0u, 0u, 0u, 0u, -1, 0u }
 };
 
 const passthrough_dim_info passthrough_dim_table[] = {

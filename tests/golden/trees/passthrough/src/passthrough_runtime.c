@@ -498,12 +498,14 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
     in_place[i] = (unsigned char)passthrough_output_in_place(context, inputs, outputs, i);
   }
-  for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
-    const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
+  /* Only the buffers that are (views of) inputs or outputs: a long unroll has thousands. */
+  for (i = 0; passthrough_io_buffers[i] >= 0; ++i) {
+    int32_t b = passthrough_io_buffers[i];
+    const passthrough_buffer_desc* desc = &passthrough_buffer_table[b];
     if (desc->home == PASSTHROUGH_HOME_INPUT) {
-      context->tensors[i].data = input_data[desc->slot];
+      context->tensors[b].data = input_data[desc->slot];
     } else if (desc->output >= 0 && in_place[desc->output]) {
-      context->tensors[i].data = outputs[desc->output];
+      context->tensors[b].data = outputs[desc->output];
     }
   }
   passthrough_current = context;
@@ -513,6 +515,10 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     passthrough_kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
+    if (step->guard >= 0 && context->shape_values[step->guard] == 0) {
+      i += step->skip;
+      continue;
+    }
     context->scratch_top = context->arena + step->scratch_offset;
     context->scratch_end = context->scratch_top + step->scratch_bytes;
     result.type_index = 0;
@@ -538,9 +544,10 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   passthrough_pool_run_end(&context->pool, status == PASSTHROUGH_OK);
   passthrough_current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
-  for (i = 0; i < PASSTHROUGH_NUM_BUFFERS; ++i) {
-    const passthrough_buffer_desc* desc = &passthrough_buffer_table[i];
-    if (desc->output >= 0 && in_place[desc->output]) context->tensors[i].data = context->arena + desc->slot;
+  for (i = 0; passthrough_io_buffers[i] >= 0; ++i) {
+    int32_t b = passthrough_io_buffers[i];
+    const passthrough_buffer_desc* desc = &passthrough_buffer_table[b];
+    if (desc->output >= 0 && in_place[desc->output]) context->tensors[b].data = context->arena + desc->slot;
   }
   if (status != PASSTHROUGH_OK) return status;
   for (i = 0; passthrough_output_table[i].name != NULL; ++i) {
