@@ -5,7 +5,8 @@ in ``_check_for_unsupported_ops``); ``Importer`` overrides both to consult ``CON
 first, so TVM itself is left untouched. Each converter is an ``OnnxOpConverter`` that builds
 Relax from static shapes:
 
-- RNN, GRU, LSTM: unrolled over the (static) sequence, all directions, both layouts,
+- RNN, GRU, LSTM: unrolled over the sequence (a run-time length: to its largest value, the
+  outputs gathered by builtins the driver's step guards read), all directions, both layouts,
   peepholes, clip, the common activations; ``sequence_lens`` must be absent.
 - Attention (opset 23+): TVM's converter only knows com.microsoft's (``num_heads``).
 - LpNormalization: x / ||x||_p along one axis, p = 1 or 2.

@@ -5,7 +5,8 @@
 /*
  * Builtins: the operators whose output size depends on the data (NonZero, Compress,
  * Unique, NonMaxSuppression), sorting (TopK, Sort, ArgSort: TVM's kernels would look up
- * tvm.contrib.sort at run time) and the index check. The first kind writes into a buffer
+ * tvm.contrib.sort at run time), the index check, and the outputs of a recurrence over a
+ * sequence of run-time length. The first kind writes into a buffer
  * sized for the worst case, laid out compactly as the actual shape would be (the tail is
  * zeroed), and stores the actual extent in an int64[1] tensor. They take the kernels'
  * calling convention, so the step table calls them alike.
