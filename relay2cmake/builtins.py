@@ -21,7 +21,16 @@ CHECK_INDICES = "relay2cmake.check_indices"
 STACK_STATES = "relay2cmake.stack_states"
 LAST_STATES = "relay2cmake.last_states"
 
-BUILTIN_FUNCTIONS = (NONZERO, COMPRESS, UNIQUE, NON_MAX_SUPPRESSION, SORT, CHECK_INDICES, STACK_STATES, LAST_STATES)
+BUILTIN_FUNCTIONS = (
+    NONZERO,
+    COMPRESS,
+    UNIQUE,
+    NON_MAX_SUPPRESSION,
+    SORT,
+    CHECK_INDICES,
+    STACK_STATES,
+    LAST_STATES,
+)
 # In a builtin's text, "input #3" is model input 3; the plan replaces it with the input's name.
 INPUT_MARK = "input #"
 

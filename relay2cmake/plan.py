@@ -352,7 +352,9 @@ class _Builder:
         run-time length exceeds s."""
         tensors = [a.value for a in step["args"] if a.kind == "tensor"]
         roots = tuple(self.root(t) for t in tensors)
-        out = self.buffers[tensors[-1]] if tensors else None
+        if step["kernel"] not in (STACK_STATES, LAST_STATES):
+            return StepReads(roots, {})
+        out = self.buffers[tensors[-1]]
         length, passes = None, 1
         if step["kernel"] == STACK_STATES and out["symbolic"]:
             length, passes = out["symbolic"][0], out["shape"][1]

@@ -85,12 +85,13 @@ def step_guards(
         guard = None
         for root in writes[index]:
             guard = _either(guard, needed.get(root))
-        guards[index] = guard if guard is not None else {}  # read by nothing: left to run
+        runs: Guard = guard if guard is not None else {}  # read by nothing: left to run
+        guards[index] = runs
         for position, root in enumerate(steps[index].roots):
             if root in writes[index]:
                 continue
             condition = steps[index].conditions.get(position)
-            read = _both(guards[index], {condition[0]: condition[1]}) if condition else guards[index]
+            read = _both(runs, {condition[0]: condition[1]}) if condition else runs
             needed[root] = _either(needed.get(root), read)
     for index, step in enumerate(steps):
         if not writes[index]:
@@ -108,8 +109,10 @@ def step_guards(
             result.append(None)
             continue
         skip = 0
-        while index + skip + 1 < len(final) and final[index + skip + 1] and _implies_failure(
-            guard, final[index + skip + 1]
+        while (
+            index + skip + 1 < len(final)
+            and final[index + skip + 1]
+            and _implies_failure(guard, final[index + skip + 1])
         ):
             skip += 1
         result.append(StepGuard(_guard_expr(guard), skip))

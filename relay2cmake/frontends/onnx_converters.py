@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx

@@ -202,15 +202,7 @@ def test_c_api_dimensions_errors_and_no_heap_call_in_any_run(package, tmp_path):
 
 
 def test_golden_runs_at_three_batches_are_sanitizer_clean(package, tmp_path):
-    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
-    build = tmp_path / "asan"
-    configure_build(
-        package.source, build, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}",
-        "-DCMAKE_BUILD_TYPE=Debug",
-    )  # fmt: skip
-    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
-    assert "100% tests passed out of 3" in result.stdout
-    assert "Sanitizer" not in result.stdout + result.stderr
+    _golden_tests_are_sanitizer_clean(package, tmp_path / "asan")
 
 
 @pytest.mark.skipif(
@@ -288,6 +280,57 @@ def test_a_transformer_encoder_runs_at_every_sequence_length(tmp_path):
     result = _run_cli(package, [np.zeros((1, 513, 32), np.float32)], tmp_path / "long")
     assert result.returncode == 1 and "'seq'" in result.stderr
 
+    exe = build_program(package, ENCODER_PROGRAM, tmp_path / "lengths.c")
+    result = subprocess.run([exe], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+    _golden_tests_are_sanitizer_clean(package, tmp_path / "asan")
+
+
+ENCODER_PROGRAM = (
+    HEAP_COUNTING_PRELUDE
+    + r"""
+#include <encoder/encoder.h>
+
+static _Alignas(64) unsigned char workspace[ENCODER_WORKSPACE_BYTES];
+static float x[512 * 32], y[512 * 32 + 1];
+
+int main(void) {
+  encoder_context* context = NULL;
+  encoder_inputs in = {x};
+  encoder_outputs out = {y};
+  int64_t dims[1], shape[3], length;
+  size_t i;
+  for (i = 0; i < sizeof(x) / sizeof(x[0]); ++i) x[i] = (float)((i * 7919u) % 101u) / 50.0f - 1.0f;
+  EXPECT(encoder_context_init(workspace, sizeof(workspace), &context) == ENCODER_OK);
+  /* Every length 1..512: no heap call, the output's shape follows, nothing written past it. */
+  for (length = 1; length <= 512; ++length) {
+    dims[0] = length;
+    y[length * 32] = 7.0f;
+    counting = 1;
+    EXPECT(encoder_run_shaped(context, dims, &in, &out) == ENCODER_OK);
+    counting = 0;
+    EXPECT(encoder_output_shape(context, 0, shape) == ENCODER_OK && shape[1] == length);
+    EXPECT(y[length * 32] == 7.0f);
+  }
+  EXPECT(heap_calls == 0);
+  printf("ok\n");
+  return 0;
+}
+"""
+)
+
+
+def _golden_tests_are_sanitizer_clean(package, build) -> None:
+    """The package's golden tests (largest, smallest and a middle value) under ASan and UBSan."""
+    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
+    configure_build(
+        package.source, build, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}",
+        "-DCMAKE_BUILD_TYPE=Debug",
+    )  # fmt: skip
+    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
+    assert "100% tests passed out of 3" in result.stdout
+    assert "Sanitizer" not in result.stdout + result.stderr
+
 
 def test_inputs_sharing_a_dimension_must_agree_on_its_range(tmp_path):
     model = tmp_path / "batched_cnn.onnx"
@@ -362,7 +405,9 @@ def _reverse_gru(hidden: int = 4, features: int = 3, batch: int = 2) -> onnx.Mod
     """A reverse GRU with an initial state input, over a sequence of run-time length."""
     rng = np.random.default_rng(1)
     weights = [
-        numpy_helper.from_array((0.5 * rng.standard_normal((1, 3 * hidden, features))).astype(np.float32), "W"),
+        numpy_helper.from_array(
+            (0.5 * rng.standard_normal((1, 3 * hidden, features))).astype(np.float32), "W"
+        ),
         numpy_helper.from_array((0.5 * rng.standard_normal((1, 3 * hidden, hidden))).astype(np.float32), "R"),
         numpy_helper.from_array((0.1 * rng.standard_normal((1, 6 * hidden))).astype(np.float32), "B"),
     ]
@@ -388,7 +433,9 @@ def test_a_reverse_gru_skips_the_steps_past_the_length_and_still_matches(tmp_pat
     onnx.save(_reverse_gru(), str(model))
     package = build_package(model, tmp_path, "ReverseGru", ["--input-shape", "x=1..6,2,3"])
     table = (package.source / "src" / "reversegru_model.c").read_text()
-    guarded = [line for line in table.splitlines() if line.startswith("  { __tvm_ffi") and ", -1, 0u }" not in line]
+    guarded = [
+        line for line in table.splitlines() if line.startswith("  { __tvm_ffi") and ", -1, 0u }" not in line
+    ]
     assert guarded, "no step of the unrolled GRU is guarded"
     rng = np.random.default_rng(2)
     for length in (1, 4, 6):
@@ -466,15 +513,7 @@ def test_an_lstm_runs_at_every_sequence_length(tmp_path):
     result = subprocess.run([exe], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
 
-    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
-    build = tmp_path / "asan"
-    configure_build(
-        package.source, build, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}",
-        "-DCMAKE_BUILD_TYPE=Debug",
-    )  # fmt: skip
-    result = run([ctest(), "--test-dir", build, "--output-on-failure", "--no-tests=error"])
-    assert "100% tests passed out of 3" in result.stdout
-    assert "Sanitizer" not in result.stdout + result.stderr
+    _golden_tests_are_sanitizer_clean(package, tmp_path / "asan")
 
 
 CPP_PROGRAM = r"""
