@@ -244,11 +244,11 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
 
 
 def _known_multiple(extent) -> int:
-    """The largest of 16, 8, 4, 2 that provably divides a symbolic extent, else 1."""
+    """The largest of 32, 16, 8, 4, 2 that provably divides a symbolic extent, else 1."""
     import tvm
 
     analyzer = tvm.sym.Analyzer()
-    return next((d for d in (16, 8, 4, 2) if analyzer.can_prove(tvm.tirx.floormod(extent, d) == 0)), 1)
+    return next((d for d in (32, 16, 8, 4, 2) if analyzer.can_prove(tvm.tirx.floormod(extent, d) == 0)), 1)
 
 
 def _shared_weights(sch, block) -> bool:
