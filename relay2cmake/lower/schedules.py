@@ -279,7 +279,7 @@ def _finish_tile(sch, block, write_back, vector, outer, first_reduction, options
 def _vectorize_register_wide(sch, loop, lanes: int) -> None:
     """A write-back's innermost loop spans the tile's vectors; split into register-wide
     vectors (one loop of 3 or 5 vectors becomes a single 24- to 80-lane LLVM vector)."""
-    if _extent(sch, loop) > lanes and _extent(sch, loop) % lanes == 0:
+    if _extent(sch, loop) > lanes:
         outer, loop = sch.split(loop, [None, lanes])
         sch.unroll(outer)
     sch.vectorize(loop)
@@ -435,7 +435,17 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     n, y, x, c, ry, rx = sch.get_loops(block)
     channels = _extent(sch, c)
     lanes = _vector_width(channels, options)
-    columns, vectors = _depthwise_tile(_extent(sch, x), channels // lanes, options.vector_lanes)
+    whole_vectors = channels // lanes
+    predicated = lanes < options.vector_lanes // 2 and channels > options.vector_lanes and options.vectorize
+    if predicated:
+        # Channels that only narrow vectors divide (ShuffleNet's 58 and 116, 29 x 2^k: scalar
+        # and 4-lane code, 13 and 28 GFLOPS on AVX-512): full-width vectors, the last one
+        # predicated (35 and 45 GFLOPS); likely_vector_tails has LoopPartition peel it, so
+        # the others carry no condition. Half-width vectors (232 or 24 channels) stay: they
+        # were as fast or faster than a predicated tail.
+        lanes = options.vector_lanes
+        whole_vectors = -(-channels // lanes)
+    columns, vectors = _depthwise_tile(_extent(sch, x), whole_vectors, options.vector_lanes)
     # The padding is inlined into the loads: with 9 multiply-adds per input vector, a padded
     # copy of the image cost more than the convolution (MobileNet's layers, AVX-512: 1.4-2.1x
     # faster inlined; a regular conv is 3-8% slower inlined and keeps its copy).
@@ -452,7 +462,11 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     sch.unroll(rx)
     sch.unroll(x1)
     sch.unroll(cv)
-    _finish_tile(sch, block, write_back, c1 if lanes > 1 else None, (n, y, c0), ry, options)
+    # The channel tiles stay a loop of their own when the last is predicated: fused into the
+    # parallel loop, LoopPartition could not peel it and every vector kept the condition
+    # (gathers: 2 GFLOPS).
+    parallel = (n, y) if predicated else (n, y, c0)
+    _finish_tile(sch, block, write_back, c1 if lanes > 1 else None, parallel, ry, options)
 
 
 def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:

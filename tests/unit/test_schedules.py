@@ -219,6 +219,42 @@ def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("channels", "stride", "lanes"), [(58, 1, 16), (58, 2, 16), (58, 1, 8), (58, 2, 4), (116, 1, 16)]
+)
+def test_depthwise_over_channels_only_narrow_vectors_divide_uses_full_vectors(channels, stride, lanes):
+    """ShuffleNet v2's 58 and 116 channels (29 x 2^k) got scalar or 4-lane tiles (13 and 28
+    GFLOPS, AVX-512): now full-width vectors, the last one predicated, the tiles in parallel
+    as gen schedules them. The numbers are numpy's, and nothing is written past the output."""
+    import tvm
+    from tvm import te
+
+    rng = np.random.default_rng(channels + stride)
+    size = 9
+    image = rng.standard_normal((1, size, size, channels)).astype(np.float32)
+    hwio = rng.standard_normal((3, 3, 1, channels)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(hwio.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [stride, stride], [1] * 4, [1, 1], True, channels)
+    options = ScheduleOptions(vector_lanes=lanes, vectorize=True, parallel=True)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
+    assert scheduled is not None
+    extents = _vector_extents(scheduled)
+    assert extents and set(extents) == {lanes}, extents
+    side = (size - 1) // stride + 1
+    count = side * side * channels
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(1, side, side, channels)
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=tvm.target.Target("llvm"))
+    library["main"](tvm.runtime.tensor(image), tvm.runtime.tensor(hwio), tvm.runtime.from_dlpack(output))
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    taps = [(y, x) for y in range(3) for x in range(3)]
+    want = sum(padded[:, y : y + size : stride, x : x + size : stride, :] * hwio[y, x, 0] for y, x in taps)
+    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+
+
 @pytest.mark.parametrize("kind", ["sum", "max", "float64 sum", "max pool"])
 def test_reductions_over_outer_axes_vectorize_the_channels(kind):
     """Squeeze-excite's mean over H x W of channels-last data, float64 accumulation of a long
