@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from relay2cmake.errors import BuildError
@@ -51,6 +52,22 @@ def _stop_all(process: subprocess.Popen) -> None:
     else:  # Windows: no process groups here; the command itself
         process.kill()
     process.communicate()
+
+
+def remove_build_tree(path: Path, attempts: int = 50) -> None:
+    """Remove a CMake build folder, also right after an interruption: the killed compilers
+    and try-compiles may still be finishing a write for a moment ("Directory not empty"), so
+    a failed removal is retried for up to ``attempts`` tenths of a second."""
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
 
 
 def configure(source: Path, build: Path, *definitions: str) -> None:

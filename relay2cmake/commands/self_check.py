@@ -77,7 +77,8 @@ def check_package(
         f"-D{upper}_EXTERNAL_WEIGHTS={'ON' if external_weights else 'OFF'}",
     )
     checked, failures = [], []
-    with tempfile.TemporaryDirectory(prefix="relay2cmake-check-") as scratch:
+    scratch = tempfile.mkdtemp(prefix="relay2cmake-check-")
+    try:
         for index, variant in enumerate(variants(prefix, object_arches, has_wide)):
             build_dir = Path(scratch) / f"b{index}"
             try:
@@ -98,6 +99,8 @@ def check_package(
                 failures.append(f"{variant.label}: {_failed_outputs(str(exc))}")
                 continue
             checked.append(variant.label)
+    finally:  # also when interrupted: CMake's killed children may still be writing
+        cmake_runner.remove_build_tree(Path(scratch))
     return CheckResult(tuple(checked), tuple(failures))
 
 
