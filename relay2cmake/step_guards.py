@@ -1,13 +1,13 @@
 """Which kernel calls a run may skip at the dimensions it was given.
 
 A recurrent operator over a sequence of run-time length L is unrolled to the largest L; its
-states reach the outputs only through ``stack_prefix``, which reads step t's state only when
-t < L. This module carries such conditional reads back through the steps (liveness over the
-step list): a step is needed when something needed reads what it writes, under the
-condition of that read. A step's guard is a condition ``E > k`` per dimension expression E
-(all must hold); the driver skips the step when its guard fails, and with it the following
-steps whose guards then fail too (``skip``), so a run at L = 1 of a 64-step unroll does not
-even test the other 63 steps one by one.
+states reach the outputs only through the builtins ``stack_states`` and ``last_states``,
+which read step t's state only when t < L. This module carries such conditional reads back
+through the steps (liveness over the step list): a step is needed when something needed
+reads what it writes, under the condition of that read. A step's guard is a condition
+``E > k`` per dimension expression E (all must hold); the driver skips the step when its
+guard fails, and with it the following steps whose guards then fail too (``skip``), so a
+run at L = 1 of a 64-step unroll does not even test the other 63 steps one by one.
 
 Every rule errs towards running a step: when two readers' conditions cannot be joined
 exactly, the weaker one (fewer conditions) is kept. The one exception is a step that writes

@@ -10,7 +10,7 @@ DIMS = (DimRange("seq", "dim0", 1, 4),)
 
 
 def _chain(extra: list[StepReads] = ()) -> list[StepReads]:
-    """Input 0 → state 10 → state 11 → state 12 (one step each), stacked by stack_prefix into
+    """Input 0 → state 10 → state 11 → state 12 (one step each), stacked by stack_states into
     13 (read when the length exceeds the part's index)."""
     return [
         StepReads((0, 10), {}),
