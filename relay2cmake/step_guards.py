@@ -103,20 +103,20 @@ def step_guards(
 
     lows = corners(dims)
     final = [_drop_certain(g or {}, lows) for g in guards]
-    result: list[StepGuard | None] = []
-    for index, guard in enumerate(final):
-        if not guard:
-            result.append(None)
-            continue
-        skip = 0
+    # Backwards, so that a step whose failure implies the next one's jumps over that one's
+    # own run too (implication is transitive): linear in the unroll, not quadratic.
+    skips = [0] * len(final)
+    for index in reversed(range(len(final))):
+        after = index + 1
         while (
-            index + skip + 1 < len(final)
-            and final[index + skip + 1]
-            and _implies_failure(guard, final[index + skip + 1])
+            after < len(final)
+            and final[index]
+            and final[after]
+            and _implies_failure(final[index], final[after])
         ):
-            skip += 1
-        result.append(StepGuard(_guard_expr(guard), skip))
-    return result
+            after += skips[after] + 1
+        skips[index] = after - index - 1
+    return [StepGuard(_guard_expr(g), skip) if g else None for g, skip in zip(final, skips, strict=True)]
 
 
 def _drop_certain(guard: Guard, values: list[tuple[int, ...]]) -> Guard:

@@ -182,8 +182,7 @@ class _Recurrent(OnnxOpConverter):
 
         # A fixed length: the bidirectional passes share the step inputs.
         shared_steps = None if runtime_length else [step_input(t, False) for t in range(seq_len)]
-        outputs, finals, cells = [], [], []
-        passes, cell_passes, reversed_passes = [], [], []
+        passes, cell_passes, reversed_passes = [], [], []  # each pass's states, in its order
         for d in range(directions):
             reverse = direction == "reverse" or d == 1
             acts = [
@@ -216,22 +215,24 @@ class _Recurrent(OnnxOpConverter):
                 h, c = cls._cell(bb, x_t, (h, c), weights, acts, attr)
                 states.append(h)
                 cell_states.append(c)
-            if runtime_length:  # in the pass's order
-                passes.append(states)
-                cell_passes.append(cell_states)
-                reversed_passes.append(reverse)
-                continue
-            outputs.append(bb.emit(relax.op.stack(states[::-1] if reverse else states, axis=0)))
-            finals.append(h)
-            cells.append(c)
+            passes.append(states)
+            cell_passes.append(cell_states)
+            reversed_passes.append(reverse)
         if runtime_length:
             y = _stack_states(bb, passes, reversed_passes, extent)
             y_h = _last_states(bb, passes, extent)
             y_c = _last_states(bb, cell_passes, extent) if cls is LSTM else None
-        else:
-            y = bb.emit(relax.op.stack(outputs, axis=1))  # [seq, directions, batch, hidden]
-            y_h = bb.emit(relax.op.stack(finals, axis=0))  # [directions, batch, hidden]
-            y_c = bb.emit(relax.op.stack(cells, axis=0)) if cls is LSTM else None
+        else:  # in position order: a reverse pass's states turned around
+            by_position = [
+                states[::-1] if r else states for states, r in zip(passes, reversed_passes, strict=True)
+            ]
+            y = bb.emit(relax.op.stack([bb.emit(relax.op.stack(s, axis=0)) for s in by_position], axis=1))
+            y_h = bb.emit(relax.op.stack([states[-1] for states in passes], axis=0))
+            y_c = (
+                bb.emit(relax.op.stack([states[-1] for states in cell_passes], axis=0))
+                if cls is LSTM
+                else None
+            )
         if layout == 1:
             y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
             y_h = bb.emit(relax.op.permute_dims(y_h, [1, 0, 2]))

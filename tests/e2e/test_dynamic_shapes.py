@@ -378,16 +378,22 @@ def test_a_torch_export_dim_becomes_a_range(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def _recurrent_weights(
+    rng, directions: int, gate_rows: int, hidden: int, features: int, scale: float
+) -> list:
+    """ONNX's W [dirs, gates*H, F], R [dirs, gates*H, H] (random, times ``scale``) and B
+    [dirs, 2*gates*H] (times 0.1), drawn in that order."""
+    arrays = {
+        "W": scale * rng.standard_normal((directions, gate_rows, features)),
+        "R": scale * rng.standard_normal((directions, gate_rows, hidden)),
+        "B": 0.1 * rng.standard_normal((directions, 2 * gate_rows)),
+    }
+    return [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()]
+
+
 def _lstm(hidden: int = 16, features: int = 8) -> onnx.ModelProto:
     """A bidirectional ONNX LSTM over a sequence of run-time length."""
-    rng = np.random.default_rng(0)
-    weights = [
-        numpy_helper.from_array(
-            (0.3 * rng.standard_normal((2, 4 * hidden, features))).astype(np.float32), "W"
-        ),
-        numpy_helper.from_array((0.3 * rng.standard_normal((2, 4 * hidden, hidden))).astype(np.float32), "R"),
-        numpy_helper.from_array((0.1 * rng.standard_normal((2, 8 * hidden))).astype(np.float32), "B"),
-    ]
+    weights = _recurrent_weights(np.random.default_rng(0), 2, 4 * hidden, hidden, features, 0.3)
     node = helper.make_node(
         "LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden, direction="bidirectional"
     )
@@ -403,14 +409,7 @@ def _lstm(hidden: int = 16, features: int = 8) -> onnx.ModelProto:
 
 def _reverse_gru(hidden: int = 4, features: int = 3, batch: int = 2) -> onnx.ModelProto:
     """A reverse GRU with an initial state input, over a sequence of run-time length."""
-    rng = np.random.default_rng(1)
-    weights = [
-        numpy_helper.from_array(
-            (0.5 * rng.standard_normal((1, 3 * hidden, features))).astype(np.float32), "W"
-        ),
-        numpy_helper.from_array((0.5 * rng.standard_normal((1, 3 * hidden, hidden))).astype(np.float32), "R"),
-        numpy_helper.from_array((0.1 * rng.standard_normal((1, 6 * hidden))).astype(np.float32), "B"),
-    ]
+    weights = _recurrent_weights(np.random.default_rng(1), 1, 3 * hidden, hidden, features, 0.5)
     node = helper.make_node(
         "GRU", ["x", "W", "R", "B", "", "h0"], ["y", "y_h"], hidden_size=hidden, direction="reverse"
     )
