@@ -1,7 +1,7 @@
 """Side-by-side latency on the real-model zoo: ONNX Runtime, OpenVINO and our package.
 
     .venv/bin/python benchmarks/run.py [--only MODEL ...] [--modes quiet,busy] [--no-kernels]
-                                       [--resume] [--report]
+                                       [--resume] [--report] [--kernels-only]
 
 One ONNX export per model of ``tools/real_zoo_models.py`` (the first the zoo lists; GPT-2's
 ``.pt2`` too, with its ONNX export for the runtimes), exported and cached as the zoo does.
@@ -22,7 +22,9 @@ Each model's figures go to ``benchmarks/results/<model>.json`` (kept in git, wit
 and the machine that measured them) when it finishes; ``--report`` (re)writes
 ``docs/performance.md`` from all of them, so a run of a few models (``--only``) updates their
 rows and keeps the others'. ``--resume`` skips the models already measured at this commit. The
-whole zoo takes about two hours on 2 cores.
+whole zoo takes about two hours on 2 cores. ``--kernels-only`` times the kernels of models
+already measured again, with this checkout's schedules, and keeps their latencies (the report
+names both commits).
 """
 
 from __future__ import annotations
@@ -255,6 +257,22 @@ def kernel_rows(path: Path, kernel_set: str) -> list[dict]:
     ]
 
 
+def retime_kernels(entry: Entry) -> str:
+    """The kernels of a model already measured, timed again with this checkout (its
+    latencies stay): a line for the log."""
+    path = RESULTS / f"{key(entry)}.json"
+    if not path.exists():
+        return f"{key(entry):24s} skip (not measured)"
+    result = json.loads(path.read_text())
+    if result["status"] != "pass":
+        return f"{key(entry):24s} skip ({result['status']})"
+    started = time.perf_counter()
+    result["kernels"] = kernel_rows(real_zoo.export(entry), result["kernel_set"])
+    result["kernels_relay2cmake"] = real_zoo.generator_commit()
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return f"{key(entry):24s} kernels {kernels_ms(result):8.2f} ms  {time.perf_counter() - started:6.1f}s"
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -343,6 +361,7 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
     kernel_sets = sorted({r.get("kernel_set", "?") for r in passed})
     cpus = sorted({r.get("machine", {}).get("cpu", "an unrecorded CPU") for r in passed})
     commits = sorted({r.get("relay2cmake", "?") for r in passed})
+    kernel_commits = sorted({r.get("kernels_relay2cmake", r.get("relay2cmake", "?")) for r in passed})
     lines = [
         "# Performance",
         "",
@@ -365,9 +384,10 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         f"which favours the package on models that take well under a millisecond; the summary "
         f"therefore also gives the means over the models that take ONNX Runtime {SMALL_MS:g} ms or more. "
         "*kernels ms* is the sum of every kernel timed alone (one thread, warm caches, TVM's "
-        "`time_evaluator`) times its calls; *outside kernels* is the package's 1-thread latency minus "
-        "that sum: copies, the driver and launches, or, when negative, kernels that ran faster inside "
-        "the package than alone (timings on this shared machine move by 10-20%).",
+        "`time_evaluator`; per kernel the fastest of 7 repeats of 20 or more calls) times its calls, "
+        f"with relay2cmake {', '.join(kernel_commits)}; *outside kernels* is the package's 1-thread "
+        "latency minus that sum: copies, the driver and launches, or, when negative, kernels that ran "
+        "faster inside the package than alone (timings on this shared machine move by 10-20%).",
         "",
     ]
     lines += _summary(passed)
@@ -632,6 +652,9 @@ def main() -> int:
     parser.add_argument("--no-kernels", action="store_true", help="do not time the kernels alone")
     parser.add_argument("--resume", action="store_true", help="skip models measured at this commit")
     parser.add_argument("--report", action="store_true", help="(re)write docs/performance.md")
+    parser.add_argument(
+        "--kernels-only", action="store_true", help="time the kernels of measured models again, keep their latencies"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
     entries = bench_entries()
@@ -643,11 +666,14 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     peak_file = RESULTS / "peak.json"
-    if not peak_file.exists() or not args.resume:
+    if not peak_file.exists() or not (args.resume or args.kernels_only):
         peak_file.write_text(json.dumps(measure_peak(OUT)) + "\n")
     MACHINE_PEAK.update(json.loads(peak_file.read_text()))
     modes = args.modes.split(",")
-    if not args.report or args.only:
+    if args.kernels_only:
+        for entry in entries:
+            print(retime_kernels(entry), flush=True)
+    elif not args.report or args.only:
         for entry in entries:
             if args.resume and _measured_at(RESULTS / f"{key(entry)}.json", real_zoo.generator_commit()):
                 continue
