@@ -454,6 +454,50 @@ def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(ac
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-6)
 
 
+def test_division_by_a_constant_becomes_a_multiplication_within_one_ulp():
+    """GELU's ``x / sqrt 2`` (and any float32 division by constants) is computed as ``x * (1/c)``:
+    a division is a slow, unpipelined instruction. Within one unit in the last place of the
+    division; exact for powers of two; a divisor holding 0, inf, NaN or a value whose reciprocal
+    is not a normal float32 keeps its division (x / 0 stays inf, not NaN from 0 * inf)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.fast_math import vectorizable_math
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 8)) * 100).astype("float32")
+    cases = {
+        "sqrt2": (np.float32(2**0.5), True),
+        "power_of_two": (np.float32(0.25), True),
+        "per_column": (rng.uniform(0.5, 7.0, size=(8,)).astype("float32"), True),
+        "zero": (np.array([1.0, 0.0] * 4, "float32"), False),
+        "inf": (np.float32(np.inf), False),
+        "tiny": (np.float32(1e-39), False),  # subnormal: 1/c overflows float32
+        "huge": (np.float32(3e38), False),  # 1/c is subnormal
+    }
+    for name, (divisor, rewritten_expected) in cases.items():
+        bb = relax.BlockBuilder()
+        data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+        with bb.function("main", [data]):
+            with bb.dataflow():
+                out = bb.emit_output(relax.op.divide(data, relax.const(np.asarray(divisor, "float32"))))
+            bb.emit_func_output(out)
+        module = bb.get()
+        rewritten = vectorizable_math(module)
+        assert ("R.multiply(" in rewritten.script()) == rewritten_expected, name
+        assert ("R.divide(" in rewritten.script()) != rewritten_expected, name
+        executable = tvm.compile(rewritten, target="llvm")
+        got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+        with np.errstate(divide="ignore", over="ignore"):
+            exact = x / divisor
+        if name == "power_of_two":
+            np.testing.assert_array_equal(got, exact)
+        finite = np.isfinite(exact)
+        np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=name)
+        ulps = np.abs(got[finite].view(np.int32).astype(np.int64) - exact[finite].view(np.int32).astype(np.int64))
+        assert ulps.max(initial=0) <= 1, (name, ulps.max())
+
+
 @pytest.mark.parametrize(
     ("activation", "leading_coefficient"),
     [("gelu", "-2.72614"), ("gelu_tanh", "-2.76076"), ("silu", "0.000198756")],
