@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
+from relay2cmake.lower.rewrites.numerics import finite_reduction_identities, infinite_reduction_identities
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 from relay2cmake.symbolic import value_at
 
@@ -552,18 +553,23 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
     symbolic = _symbolic_reduction(sch)
     root = sch.get_sblock("root")
     output = sch.get_child_blocks(root)[-1]
-    if not any_output and (sch.get(output).name_hint not in ROW_OUTPUTS or "R" in _kinds(sch, output)):
+    # The row's output, or an elementwise stage after it (a mask's ``where`` after softmax):
+    # inlined instead (``_schedule_long_rows``), each exponential was computed twice.
+    names = {sch.get(b).name_hint for b in sch.get_child_blocks(root)}
+    if not any_output and (not names.intersection(ROW_OUTPUTS) or "R" in _kinds(sch, output)):
         return False
     *rows, row = sch.get_loops(output)
     if not rows:
         return False
-    # A row that the register's lanes do not divide gets half or a quarter of them (MobileViT's
-    # attention rows of 196: 4 lanes; serial chains before, 2.4 ns an element).
-    lanes = 1 if symbolic else _vector_width(_extent(sch, row), options)
+    # A reduction over a row that the register's lanes do not divide gets half or a quarter of
+    # them (MobileViT's layer norm over 196: 4 lanes; serial chains before, 2.4 ns an element);
+    # softmax reduces such a row as its whole 16s and a tail (fast_math._softmax).
+    lanes = 1 if symbolic or not options.vectorize else options.vector_lanes
     partials = []
     if lanes > 1:
         for block in _reduction_blocks(sch):
-            partial = _partial_reductions(sch, block, lanes)
+            width = _vector_width(_extent(sch, sch.get_loops(block)[-1]), options)
+            partial = _partial_reductions(sch, block, width) if width > 1 else None
             if partial is not None:
                 partials.append(partial)
     blocks = sch.get_child_blocks(root)
@@ -579,9 +585,11 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
                 if len(loops) > len(rows) + 1:
                     sch.reorder(loops[-1], lane)
                 sch.vectorize(lane)
-            elif "R" not in _kinds(sch, block) and _extent(sch, loops[-1]) % options.vector_lanes == 0:
-                # (narrower vectors lost to LLVM's own: whole registers and a scalar tail)
-                sch.vectorize(sch.split(loops[-1], [None, options.vector_lanes])[1])
+            elif "R" not in _kinds(sch, block) and _extent(sch, loops[-1]) >= lanes:
+                # Whole registers; a row they do not divide ends in a predicated one, which
+                # likely_vector_tails has LoopPartition peel. (Narrower vectors lost to LLVM's
+                # own; LLVM left the exponentials of a 197-long row scalar.)
+                sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
     if options.parallel:
         sch.parallel(sch.fuse(*rows))
     return True
@@ -902,8 +910,13 @@ def _schedule(func, options: ScheduleOptions):
 def _schedule_with(func, options: ScheduleOptions):
     from tvm import s_tir
 
+    # Rows (softmax, layer norm) on TVM's own max identities so that rfactor splits a row's
+    # maximum as well as its sums; -inf starts are given back after.
+    rows = s_tir.Schedule(deep_copy(finite_reduction_identities(func)))
+    if _schedule_rows(rows, options):
+        return infinite_reduction_identities(rows.mod["main"])
     sch = s_tir.Schedule(deep_copy(func))
-    if _schedule_rows(sch, options) or _schedule_winograd_transforms(sch, options):
+    if _schedule_winograd_transforms(sch, options):
         return sch.mod["main"]
     if _schedule_outer_axis_reduction(sch, options):
         return sch.mod["main"]
@@ -912,7 +925,8 @@ def _schedule_with(func, options: ScheduleOptions):
         return likely_index_conditions(sch.mod["main"], lanes)
     reductions = _reduction_blocks(sch)
     if len(reductions) != 1 or str(sch.get(reductions[0]).writes[0].source.dtype) != "float32":
-        return sch.mod["main"] if _schedule_long_rows(sch, options) else None
+        rows = s_tir.Schedule(deep_copy(finite_reduction_identities(func)))
+        return infinite_reduction_identities(rows.mod["main"]) if _schedule_long_rows(rows, options) else None
     block = reductions[0]
     kinds = _kinds(sch, block)
     if len(sch.get_loops(block)) != len(kinds):

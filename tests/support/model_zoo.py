@@ -462,7 +462,9 @@ def awkward_family() -> onnx.ModelProto:
     1x1 with bias and hard-swish (a clip: fused, no transposes around it), then 1x3 with
     padding and 22 output channels (computed as 32, cut with the columns). And a dense layer
     under outer dimensions ([1, 2, 26, 16] x [16, 40]: the weights read once for both outer
-    indices, rows of 26 in predicated tiles of 4)."""
+    indices, rows of 26 in predicated tiles of 4). And a softmax of y^T.y / 6 over rows of 37
+    (a division by a constant, computed as a multiplication; rows reduced as their whole 16s
+    and a tail)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -487,6 +489,8 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Conv", ["pr", "wq"], ["q"], pads=[0, 1, 0, 1]),
         helper.make_node("Reshape", ["x", "rows_shape"], ["x4"]),
         helper.make_node("MatMul", ["x4", "wr"], ["r"]),
+        helper.make_node("Div", ["g", "six"], ["scaled"]),
+        helper.make_node("Softmax", ["scaled"], ["attention"], axis=-1),
     ]
     graph = helper.make_graph(
         nodes,
@@ -498,6 +502,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("g", [1, 37, 37]),
             _float_info("q", [1, 22, 1, 13]),
             _float_info("r", [1, 2, 26, 40]),
+            _float_info("attention", [1, 37, 37]),
         ],
         initializer=[
             _const("w1", w1),
@@ -512,6 +517,7 @@ def awkward_family() -> onnx.ModelProto:
             _const("wq", (rng.standard_normal((22, 32, 1, 3)) / 9).astype(np.float32)),
             _const("rows_shape", np.array([1, 2, 26, 16], np.int64)),
             _const("wr", (rng.standard_normal((16, 40)) / 4).astype(np.float32)),
+            _const("six", np.array(6.0, np.float32)),
         ],
     )
     return _model(graph)

@@ -705,3 +705,67 @@ def test_injective_kernels_are_vectorized_and_exact(widths, dtype, permute):
     want = np.maximum(np.concatenate(parts, axis=3) * scale, 0)
     want = want.transpose(0, 3, 1, 2) if permute else want  # GhostNet's 6 + 6: channels innermost
     np.testing.assert_array_equal(got, want)
+
+
+SPECIAL_ROWS = {
+    "nan": lambda row: np.where(np.arange(row.size) == 3, np.nan, row),
+    "plus_inf": lambda row: np.where(np.arange(row.size) == 5, np.inf, row),
+    "all_minus_inf": lambda row: np.full_like(row, -np.inf),
+    "some_minus_inf": lambda row: np.where(np.arange(row.size) % 3 == 0, -np.inf, row),
+    "last_is_largest": lambda row: np.where(np.arange(row.size) == row.size - 1, 80.0, row),
+    "huge": lambda row: row * 1e30,
+}
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("length", [20, 49, 128, 197])
+def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, masked):
+    """Softmax over rows of 20, 49 (Swin's windows), 128 and 197 (ViT's tokens): the row's
+    maximum and sum in partial vectors (rfactor on TVM's identities, -inf starts given back),
+    a row that 16 does not divide as its whole 16s and a tail, elementwise stages in whole
+    registers with a predicated last one. NumPy's numbers in float64, also for rows with a
+    NaN, +inf, only -inf, some -inf, the largest value last (the tail), and huge values; and
+    a mask's ``where`` after the softmax keeps one exponential per element."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import host_runs_wide, parse_targets
+
+    target = parse_targets(["x86_64"])[-1]
+    if wide:
+        if not host_runs_wide():
+            pytest.skip("this machine has no AVX-512 to run the wide kernel set")
+        target = target.wide_variant()
+    rng = np.random.default_rng(length)
+    x = (4 * rng.standard_normal((2, len(SPECIAL_ROWS) + 3, length))).astype("float32")
+    for i, make in enumerate(SPECIAL_ROWS.values()):
+        x[1, i] = make(x[1, i].astype("float64")).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            soft = relax.op.nn.softmax(data, axis=-1)
+            if masked:
+                soft = bb.emit(soft)
+                soft = relax.op.where(relax.op.isnan(soft), relax.const(0.0, "float32"), soft)
+            out = bb.emit_output(soft)
+        bb.emit_func_output(out)
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target, parallel=False)
+    (name,) = [gv.name_hint for gv in kernels.get_global_vars()]
+    assert name in scheduled, f"{name} was left unscheduled"
+    func = kernels[name]
+    script = func.script()
+    assert script.count("0.00019875691") == 1, "the exponential is computed more than once per element"
+    assert "T_softmax_maxelem_rf" in script and "T_softmax_expsum_rf" in script, "a serial row reduction"
+    params = [np.zeros(tuple(int(d) for d in p.shape), "float32") for p in func.params]
+    got = call_kernel(func, [x] + params[1:])
+    wide_x = x.astype("float64")
+    with np.errstate(invalid="ignore", over="ignore"):
+        exp = np.exp(wide_x - wide_x.max(axis=-1, keepdims=True))
+        want = exp / exp.sum(axis=-1, keepdims=True)
+    if masked:
+        want = np.where(np.isnan(want), 0.0, want)
+    else:
+        assert np.isnan(want).any()  # the NaN, +inf and only -inf rows
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

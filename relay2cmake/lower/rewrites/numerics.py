@@ -30,7 +30,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
 
@@ -89,9 +89,24 @@ def infinite_reduction_identities(prims: IRModule) -> IRModule:
     """``prims`` with float max/min reduction blocks initialised to -inf/+inf instead of
     -FLT_MAX/+FLT_MAX (TVM's identities). Only a block whose update is ``acc = max(acc, v)``
     (or min) of the buffer its init writes is changed."""
+    return _reduction_identities(prims, infinite=True)
+
+
+def finite_reduction_identities(prims: Any) -> Any:
+    """The inverse of ``infinite_reduction_identities`` (on an IRModule or a PrimFunc): TVM's
+    rfactor splits only reductions that start at its own identities, so a schedule that
+    computes a row's maximum in partial results (one per vector lane) works on -FLT_MAX
+    starts and gives its blocks -inf back afterwards: every partial and the combined maximum
+    then start at -inf, as the serial block did, and the result is the same."""
+    return _reduction_identities(prims, infinite=False)
+
+
+def _reduction_identities(prims: Any, infinite: bool) -> Any:
     import tvm
     import tvm_ffi
     from tvm import s_tir, tirx
+
+    starts = {tirx.Max: (-_FLOAT32_MAX, -math.inf), tirx.Min: (_FLOAT32_MAX, math.inf)}
 
     def fix_block(block):
         init, body = block.init, block.body
@@ -100,16 +115,16 @@ def infinite_reduction_identities(prims: IRModule) -> IRModule:
         if not (isinstance(init.value, tirx.FloatImm) and init.buffer.same_as(body.buffer)):
             return block
         update = body.value
-        if isinstance(update, tirx.Max) and init.value.value == -_FLOAT32_MAX:
-            identity = -math.inf
-        elif isinstance(update, tirx.Min) and init.value.value == _FLOAT32_MAX:
-            identity = math.inf
-        else:
+        if type(update) not in starts:
+            return block
+        finite, infinite_start = starts[type(update)]
+        old, new = (finite, infinite_start) if infinite else (infinite_start, finite)
+        if init.value.value != old:
             return block
         accumulator = update.a
         if not (isinstance(accumulator, tvm.ir.TensorLoad) and accumulator.source.same_as(body.buffer)):
             return block
-        new_init = tirx.BufferStore(init.buffer, tirx.const(identity, str(init.value.ty)), init.indices)
+        new_init = tirx.BufferStore(init.buffer, tirx.const(new, str(init.value.ty)), init.indices)
         return s_tir.SBlock(
             block.iter_vars, block.reads, block.writes, block.name_hint, body, new_init,
             block.alloc_buffers, block.match_buffers, block.annotations,
