@@ -654,6 +654,8 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
         return False
     lanes = options.vector_lanes if dtype == "float32" else options.vector_lanes // 2
     channels = _extent(sch, loops[len(spatial) - 1])
+    while lanes > 4 and channels % lanes != 0:  # ShuffleNet's max pool over 24 channels: 8 lanes
+        lanes //= 2
     if lanes < 2 or channels % lanes != 0:
         return False
     for producer in sch.get_producers(block):

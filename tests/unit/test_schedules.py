@@ -290,6 +290,26 @@ def test_reductions_over_outer_axes_vectorize_the_channels(kind):
     np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_max_pool_over_channels_only_half_a_register_divides_uses_half_registers():
+    """ShuffleNet's max pool over 24 channels with AVX-512's 16 lanes: 8-lane vectors inside
+    the window loops (the pool was left to TVM's scalar lowering), numpy's maxima."""
+    from tvm import te, topi
+
+    image = np.random.default_rng(4).standard_normal((1, 14, 14, 24)).astype(np.float32)
+    data = te.placeholder(image.shape, name="data")
+    out = topi.nn.pool2d(data, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")
+    func = te.create_prim_func([data, out])
+    scheduled = schedule_function(func, ScheduleOptions(vector_lanes=16, vectorize=True, parallel=True))
+    assert scheduled is not None
+    assert set(_vector_extents(scheduled)) == {8}, _vector_extents(scheduled)
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=-np.inf)
+    want = np.stack(
+        [np.stack([padded[0, 2 * y : 2 * y + 3, 2 * x : 2 * x + 3].max(axis=(0, 1)) for x in range(7)]) for y in range(7)]
+    )[None]
+    result = call_kernel(scheduled, [image, np.zeros(want.shape, want.dtype)])
+    np.testing.assert_array_equal(result, want)
+
+
 @pytest.mark.parametrize("op", ["sigmoid", "tanh"])
 def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     """The fast-math rewrite's sigmoid (1 / (1 + fast_exp(-x))) and tanh (topi.fast_tanh):
