@@ -789,3 +789,44 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     else:
         assert np.isnan(want).any()  # the NaN, +inf and only -inf rows
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("length", [192, 196])
+def test_a_layer_norm_spelt_out_reduces_its_rows_in_partial_sums(length):
+    """A layer norm as older exporters write it (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+    Div, Mul, Add: DeiT's, over rows of 192): each mean over the last axis, kept as an axis of
+    1, was scheduled as a matmul of one column, a scalar chain per row; now as rows, in
+    partial sums (4 lanes where 16 and 8 do not divide the row), numpy's numbers."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(length)
+    x = (3 * rng.standard_normal((1, 9, length)) + 1).astype("float32")
+    gamma = rng.standard_normal(length).astype("float32")
+    beta = rng.standard_normal(length).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            centred = bb.emit(relax.op.subtract(data, relax.op.mean(data, axis=[-1], keepdims=True)))
+            variance = bb.emit(relax.op.mean(relax.op.multiply(centred, centred), axis=[-1], keepdims=True))
+            scale = relax.op.sqrt(relax.op.add(variance, relax.const(1e-6, "float32")))
+            normed = relax.op.divide(centred, scale)
+            out = bb.emit_output(relax.op.add(relax.op.multiply(normed, relax.const(gamma)), relax.const(beta)))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1].wide_variant()
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target, parallel=False)
+    reducing = [gv.name_hint for gv in kernels.get_global_vars() if "mean" in gv.name_hint]
+    assert reducing and set(reducing) <= set(scheduled), (reducing, scheduled)
+    for name in reducing:
+        assert "_rf" in kernels[name].script(), f"{name} reduces its rows in one scalar chain"
+    import tvm
+
+    executable = tvm.compile(lowered, target="llvm")
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    wide = x.astype("float64")
+    centred = wide - wide.mean(axis=-1, keepdims=True)
+    want = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-6) * gamma + beta
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
