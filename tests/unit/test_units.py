@@ -498,6 +498,51 @@ def test_division_by_a_constant_becomes_a_multiplication_within_one_ulp():
         assert ulps.max(initial=0) <= 1, (name, ulps.max())
 
 
+def test_division_by_a_broadcast_square_root_becomes_a_reciprocal_root():
+    """A layer norm spelt out divides every element by sqrt(variance + eps) of its row: that is
+    x * rsqrt(v), one division per row. Within 2 ulp of the division, and the same special
+    values (v = 0: +-inf, or NaN for x = 0; v < 0: NaN; v = inf: 0). A divisor as large as the
+    dividend keeps its division (nothing to save)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.fast_math import vectorizable_math
+
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((6, 8)) * 10).astype("float32")
+    x[3, 0] = 0.0
+    v = np.abs(rng.standard_normal((6, 1)) * 5).astype("float32")
+    v[3, 0], v[4, 0], v[5, 0] = 0.0, -1.0, np.inf
+
+    def run(rows: int):
+        bb = relax.BlockBuilder()
+        xs = relax.Var("x", relax.TensorType(x.shape, "float32"))
+        vs = relax.Var("v", relax.TensorType((6, rows), "float32"))
+        with bb.function("main", [xs, vs]):
+            with bb.dataflow():
+                root = bb.emit(relax.op.sqrt(vs))
+                out = bb.emit_output(relax.op.divide(xs, root))
+            bb.emit_func_output(out)
+        rewritten = vectorizable_math(bb.get())
+        executable = tvm.compile(rewritten, target="llvm")
+        divisor = np.broadcast_to(v, (6, rows)).copy()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        return rewritten.script(), vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(divisor)).numpy()
+
+    script, got = run(1)
+    assert "R.rsqrt(" in script and "R.divide(" not in script
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = x / np.sqrt(v)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.sign(got[~np.isnan(want)]), np.sign(want[~np.isnan(want)]))
+    ulps = np.abs(got[finite].view(np.int32).astype(np.int64) - want[finite].view(np.int32).astype(np.int64))
+    assert ulps.max() <= 2, ulps.max()
+    script, _ = run(8)
+    assert "R.rsqrt(" not in script and "R.divide(" in script
+
+
 @pytest.mark.parametrize(
     ("activation", "leading_coefficient"),
     [("gelu", "-2.72614"), ("gelu_tanh", "-2.76076"), ("silu", "0.000198756")],

@@ -154,6 +154,7 @@ def vectorizable_math(module: IRModule) -> IRModule:
     gelu = tvm.ir.Op.get("relax.nn.gelu")
     gelu_tanh = tvm.ir.Op.get("relax.nn.gelu_tanh")
     divide = tvm.ir.Op.get("relax.divide")
+    sqrt = tvm.ir.Op.get("relax.sqrt")
 
     def small_integer_exponent(expr) -> int | None:
         if not isinstance(expr, tvm.ir.GenericConst) or expr.value.numpy().size != 1:
@@ -185,9 +186,29 @@ def vectorizable_math(module: IRModule) -> IRModule:
                 return square if exponent == 2 else relax.op.multiply(self.builder_.emit(square), x)
             if call.op == divide and (reciprocal := _constant_reciprocal(call.args[1])) is not None:
                 return relax.op.multiply(call.args[0], reciprocal)
+            if call.op == divide and (root := self._broadcast_sqrt(call)) is not None:
+                # A layer norm spelt out: x / sqrt(variance + eps), the root one per row.
+                return relax.op.multiply(call.args[0], self.builder_.emit(relax.op.rsqrt(root)))
             if call.op == softmax:
                 return self.builder_.call_te(_softmax, call.args[0], int(call.attrs.axis), primfunc_name_hint="softmax")
             return call
+
+        def _broadcast_sqrt(self, call):
+            """The operand of ``sqrt`` when ``call`` divides by the square root of a tensor with
+            fewer elements than the dividend (it is broadcast): ``x * rsqrt(v)`` then takes one
+            division per root instead of one per element (each a vector divide per 16). The
+            same special values: x / sqrt(0) and x * rsqrt(0) are both +-inf, or NaN for 0."""
+            divisor = call.args[1]
+            bound = self.lookup_binding(divisor) if isinstance(divisor, relax.Var) else divisor
+            if not (isinstance(bound, relax.Call) and bound.op == sqrt):
+                return None
+            sizes = []
+            for value in (call.args[0], divisor):
+                shape = getattr(value.ty, "shape", None)
+                if shape is None or not all(hasattr(d, "value") for d in shape):
+                    return None
+                sizes.append(math.prod(int(d.value) for d in shape))
+            return bound.args[0] if sizes[1] < sizes[0] else None
 
         def _erf(self, x):
             return self.builder_.call_te(_erf_within_one, x, primfunc_name_hint="erf")
