@@ -711,13 +711,24 @@ def _schedule_injective(sch, options: ScheduleOptions) -> int:
     if not blocks:
         return 0
     size = len(str(sch.mod["main"]))
-    for block in blocks[:-1]:
-        sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
+    outputs = {param.name for param in sch.mod["main"].params}  # TVM 0.27: parameters are the buffers
+    for block in blocks:
+        if sch.get(block).writes[0].source.name not in outputs:
+            sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
     if len(str(sch.mod["main"])) > INLINED_GROWTH * size:
         # A value read several times by each consumer is copied into each read: a GRU cell's
         # gates grew so large that building the package took minutes instead of seconds.
         return 0
-    (block,) = sch.get_child_blocks(root)
+    # One block per output: a split's (attention's q, k and v out of one projection), each
+    # vectorized and parallel on its own.
+    widths = [_vectorize_injective(sch, block, options) for block in sch.get_child_blocks(root)]
+    return 0 if 0 in widths else min(widths)
+
+
+def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
+    """One output block of an injective kernel: the innermost loop in vectors, the outer ones
+    in parallel when the block is large enough. Returns the vectors' width (1: scalar), 0
+    when the block's loops do not match its iterators."""
     loops = sch.get_loops(block)
     if len(loops) != len(sch.get(block).iter_vars):
         return 0
@@ -761,16 +772,16 @@ def likely_index_conditions(func: PrimFunc, lanes: int) -> PrimFunc:
 
     if_then_else = tvm.ir.Op.get("prim.if_then_else")
 
-    (block,) = _blocks(func)
-    innermost = block.iter_vars[-1].var
+    innermost = [block.iter_vars[-1].var for block in _blocks(func)]  # one block per output
 
     def mark(call):
         condition = call.args[0] if call.op.same_as(if_then_else) else None
         if condition is None or _contains(condition, tvm.ir.TensorLoad) or not _splittable(condition):
             return call
-        on_innermost = any(v.same_as(innermost) for v in tirx.analysis.undefined_vars(condition))
-        if on_innermost and _split_point(condition, innermost) % lanes != 0:
-            return call
+        used = tirx.analysis.undefined_vars(condition)
+        for var in innermost:
+            if any(v.same_as(var) for v in used) and _split_point(condition, var) % lanes != 0:
+                return call
         return tirx.if_then_else(tirx.likely(condition), call.args[1], call.args[2])
 
     return tvm_ffi.structural_map(func, [(tvm.ir.expr.Call, mark)])

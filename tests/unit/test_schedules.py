@@ -727,6 +727,61 @@ def test_injective_kernels_are_vectorized_and_exact(widths, dtype, permute):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("kind", ["attention heads", "channel shuffle"])
+def test_injective_kernels_with_several_outputs_are_scheduled_and_exact(kind):
+    """A split's kernel writes several outputs: attention's q, k and v out of one projection
+    ([1, 197, 576] -> heads), ShuffleNet's channel shuffle (concat, reshape to groups,
+    transpose, reshape, split in two). Each output block is vectorized on its own (the
+    kernel was left to TVM's lowering, which copied through two intermediates); NumPy's
+    numbers exactly."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(6)
+    if kind == "attention heads":
+        parts = [rng.standard_normal((1, 197, 576)).astype("float32")]
+    else:
+        parts = [rng.standard_normal((1, 58, 28, 28)).astype("float32") for _ in range(2)]
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(p.shape, "float32")) for i, p in enumerate(parts)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            if kind == "attention heads":
+                heads = bb.emit(relax.op.reshape(params[0], (1, 197, 3, 3, 64)))
+                moved = bb.emit(relax.op.permute_dims(heads, [2, 0, 3, 1, 4]))
+                split = bb.emit(relax.op.split(moved, 3, axis=0))
+            else:
+                joined = bb.emit(relax.op.concat(params, axis=1))
+                groups = bb.emit(relax.op.reshape(joined, (1, 2, 58, 28, 28)))
+                moved = bb.emit(relax.op.permute_dims(groups, [0, 2, 1, 3, 4]))
+                flat = bb.emit(relax.op.reshape(moved, (1, 116, 28, 28)))
+                split = bb.emit(relax.op.split(flat, 2, axis=1))
+            out = bb.emit_output(split)
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    names = [gv.name_hint for gv in kernels.get_global_vars()]
+    assert len(names) == 1 and names[0] in scheduled, (names, scheduled)
+    assert "T.vectorized(" in kernels[names[0]].script(), "no vector loop"
+    with build_context():
+        executable = tvm.compile(
+            lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
+        )
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(p) for p in parts])
+    if kind == "attention heads":
+        moved = parts[0].reshape(1, 197, 3, 3, 64).transpose(2, 0, 3, 1, 4)
+        want = np.split(moved, 3, axis=0)
+    else:
+        joined = np.concatenate(parts, axis=1).reshape(1, 2, 58, 28, 28).transpose(0, 2, 1, 3, 4)
+        want = np.split(joined.reshape(1, 116, 28, 28), 2, axis=1)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
 SPECIAL_ROWS = {
     "nan": lambda row: np.where(np.arange(row.size) == 3, np.nan, row),
     "plus_inf": lambda row: np.where(np.arange(row.size) == 5, np.inf, row),
