@@ -653,7 +653,9 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true", help="skip models measured at this commit")
     parser.add_argument("--report", action="store_true", help="(re)write docs/performance.md")
     parser.add_argument(
-        "--kernels-only", action="store_true", help="time the kernels of measured models again, keep their latencies"
+        "--kernels-only",
+        action="store_true",
+        help="time the kernels of measured models again, keep their latencies",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()

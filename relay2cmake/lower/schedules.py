@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK
-from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
 from relay2cmake.lower.rewrites.numerics import finite_reduction_identities, infinite_reduction_identities
+from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
 from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
 from relay2cmake.symbolic import value_at
 
@@ -569,7 +569,7 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
     names = {sch.get(b).name_hint for b in sch.get_child_blocks(root)}
     if not any_output and (not names.intersection(ROW_OUTPUTS) or "R" in _kinds(sch, output)):
         return False
-    *rows, row = sch.get_loops(output)
+    *rows, _ = sch.get_loops(output)
     if not rows:
         return False
     # A reduction over a row that the register's lanes do not divide gets half or a quarter of

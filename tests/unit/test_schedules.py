@@ -304,7 +304,10 @@ def test_a_max_pool_over_channels_only_half_a_register_divides_uses_half_registe
     assert set(_vector_extents(scheduled)) == {8}, _vector_extents(scheduled)
     padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=-np.inf)
     want = np.stack(
-        [np.stack([padded[0, 2 * y : 2 * y + 3, 2 * x : 2 * x + 3].max(axis=(0, 1)) for x in range(7)]) for y in range(7)]
+        [
+            np.stack([padded[0, 2 * y : 2 * y + 3, 2 * x : 2 * x + 3].max(axis=(0, 1)) for x in range(7)])
+            for y in range(7)
+        ]
     )[None]
     result = call_kernel(scheduled, [image, np.zeros(want.shape, want.dtype)])
     np.testing.assert_array_equal(result, want)
@@ -778,7 +781,7 @@ def test_injective_kernels_with_several_outputs_are_scheduled_and_exact(kind):
         joined = np.concatenate(parts, axis=1).reshape(1, 2, 58, 28, 28).transpose(0, 2, 1, 3, 4)
         want = np.split(joined.reshape(1, 116, 28, 28), 2, axis=1)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g.numpy(), w)
 
 
@@ -834,7 +837,7 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     assert script.count("0.00019875691") == 1, "the exponential is computed more than once per element"
     assert "T_softmax_maxelem_rf" in script and "T_softmax_expsum_rf" in script, "a serial row reduction"
     params = [np.zeros(tuple(int(d) for d in p.shape), "float32") for p in func.params]
-    got = call_kernel(func, [x] + params[1:])
+    got = call_kernel(func, [x, *params[1:]])
     wide_x = x.astype("float64")
     with np.errstate(invalid="ignore", over="ignore"):
         exp = np.exp(wide_x - wide_x.max(axis=-1, keepdims=True))
@@ -869,7 +872,9 @@ def test_a_layer_norm_spelt_out_reduces_its_rows_in_partial_sums(length):
             variance = bb.emit(relax.op.mean(relax.op.multiply(centred, centred), axis=[-1], keepdims=True))
             scale = relax.op.sqrt(relax.op.add(variance, relax.const(1e-6, "float32")))
             normed = relax.op.divide(centred, scale)
-            out = bb.emit_output(relax.op.add(relax.op.multiply(normed, relax.const(gamma)), relax.const(beta)))
+            out = bb.emit_output(
+                relax.op.add(relax.op.multiply(normed, relax.const(gamma)), relax.const(beta))
+            )
         bb.emit_func_output(out)
     target = parse_targets(["x86_64"])[-1].wide_variant()
     lowered, kernels, scheduled = scheduled_kernels(bb.get(), target, parallel=False)

@@ -494,7 +494,9 @@ def test_division_by_a_constant_becomes_a_multiplication_within_one_ulp():
             np.testing.assert_array_equal(got, exact)
         finite = np.isfinite(exact)
         np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=name)
-        ulps = np.abs(got[finite].view(np.int32).astype(np.int64) - exact[finite].view(np.int32).astype(np.int64))
+        ulps = np.abs(
+            got[finite].view(np.int32).astype(np.int64) - exact[finite].view(np.int32).astype(np.int64)
+        )
         assert ulps.max(initial=0) <= 1, (name, ulps.max())
 
 

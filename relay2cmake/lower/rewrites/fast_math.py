@@ -190,7 +190,9 @@ def vectorizable_math(module: IRModule) -> IRModule:
                 # A layer norm spelt out: x / sqrt(variance + eps), the root one per row.
                 return relax.op.multiply(call.args[0], self.builder_.emit(relax.op.rsqrt(root)))
             if call.op == softmax:
-                return self.builder_.call_te(_softmax, call.args[0], int(call.attrs.axis), primfunc_name_hint="softmax")
+                return self.builder_.call_te(
+                    _softmax, call.args[0], int(call.attrs.axis), primfunc_name_hint="softmax"
+                )
             return call
 
         def _broadcast_sqrt(self, call):
