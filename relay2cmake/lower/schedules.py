@@ -93,7 +93,12 @@ def _is_product(block) -> bool:
     from tvm import tirx
 
     found = []
-    tvm_ffi.structural_map(block.body, [(tirx.Mul, lambda node: found.append(node) or node)])
+
+    def note(node):
+        found.append(node)
+        return node
+
+    tvm_ffi.structural_map(block.body, [(tirx.Mul, note)])
     return bool(found)
 
 
