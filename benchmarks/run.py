@@ -269,6 +269,7 @@ def retime_kernels(entry: Entry) -> str:
     started = time.perf_counter()
     result["kernels"] = kernel_rows(real_zoo.export(entry), result["kernel_set"])
     result["kernels_relay2cmake"] = real_zoo.generator_commit()
+    result["kernels_peak"] = MACHINE_PEAK
     path.write_text(json.dumps(result, indent=1) + "\n")
     return f"{key(entry):24s} kernels {kernels_ms(result):8.2f} ms  {time.perf_counter() - started:6.1f}s"
 
@@ -281,11 +282,17 @@ def peak_for(kernel_set: str, peak: dict) -> float:
     return peak.get("native" if kernel_set.endswith("x86-64-v4") else "x86-64-v3", 0.0)
 
 
+def kernels_machine_peak(result: dict, fallback: dict) -> dict:
+    """Peaks and copy bandwidths of the machine that timed this result's kernels: the one
+    that measured its latencies, or the one of a later ``--kernels-only`` run (results from
+    several sessions' machines are reported together, and their peaks differ by 30%)."""
+    return result.get("kernels_peak") or result.get("machine", {}).get("peak") or fallback
+
+
 def result_peak(result: dict, fallback: dict) -> float:
-    """The peak of the machine that measured this result (results from several sessions'
-    machines are reported together), for the kernel set the package ran there."""
-    machine_peak = result.get("machine", {}).get("peak", fallback)
-    return peak_for(result.get("kernel_set", "?"), machine_peak)
+    """The peak of the machine that timed this result's kernels, for the kernel set the
+    package ran there."""
+    return peak_for(result.get("kernel_set", "?"), kernels_machine_peak(result, fallback))
 
 
 def cpu_name() -> str:
@@ -619,7 +626,7 @@ def _memory_goal_section(passed: list[dict], peak: dict) -> list[str]:
     ]
     for r in passed:
         # (results measured before copy.c existed take this machine's)
-        copy_gbps = r.get("machine", {}).get("peak", {}).get("copy_gbps") or peak.get("copy_gbps")
+        copy_gbps = kernels_machine_peak(r, peak).get("copy_gbps") or peak.get("copy_gbps")
         bound = [k for k in r.get("kernels", []) if k["memory_bound"] and k["bytes"]]
         if not copy_gbps or not bound:
             continue
