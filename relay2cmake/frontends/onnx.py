@@ -30,6 +30,7 @@ from relay2cmake.frontends.onnx_fold import (
     set_input_shapes,
     static_tensor_types,
 )
+from relay2cmake.frontends.onnx_functions import expand_functions
 from relay2cmake.frontends.onnx_weights import (
     check_external_data,
     external_data,
@@ -312,6 +313,14 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
+def _with_function_bodies(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Operators that nothing converts, but that ONNX defines as functions of others, as
+    their bodies (``onnx_functions``)."""
+    from relay2cmake.frontends.onnx_converters import declines, known_operators
+
+    return expand_functions(model, known_operators(), declines)
+
+
 def load_checked(path: Path) -> onnx.ModelProto:
     """The model, loaded with its external data and validated by ONNX's checker."""
     model = _load(path)
@@ -375,6 +384,7 @@ def import_onnx(
     model = load_checked(path)
     opset = _opset(model)
     operators = tuple(sorted({n.op_type for n in model.graph.node}))
+    model = _with_function_bodies(model)
     problems = unsupported_nodes(model)
     try:
         frozen = constant_input_values(model, constant_inputs or {})

@@ -333,7 +333,12 @@ class Attention(OnnxOpConverter):
     """ONNX's Attention (opset 23/24): 3D or 4D Q/K/V, grouped KV heads, boolean or additive
     masks (padded to the key length), causal masking offset by a past cache, softcap, the
     four ``qk_matmul_output_mode``s, and fully masked rows softmaxed to zero, as in ONNX's
-    reference. Sliding windows and ``nonpad_kv_seqlen`` are not supported."""
+    reference. Sliding windows and ``nonpad_kv_seqlen`` are left to ONNX's function body."""
+
+    @staticmethod
+    def declines(node: onnx.NodeProto) -> bool:
+        windows = {a.name: a.i for a in node.attribute if a.name in ("left_window_size", "right_window_size")}
+        return (len(node.input) > 6 and node.input[6] != "") or any(size >= 0 for size in windows.values())
 
     @classmethod
     def _impl_v23(cls, bb, inputs, attr, params):
@@ -573,6 +578,22 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "LSTM": LSTM,
     "LpNormalization": LpNormalization,
 }
+
+
+# Nodes TVM's own converters get wrong, left to the operator's ONNX function body instead.
+TVM_DECLINES = {
+    # Its Mean and InvStdDev outputs come out as scalars.
+    "LayerNormalization": lambda node: any(node.output[1:]),
+}
+
+
+def declines(node: onnx.NodeProto) -> bool:
+    """Whether the converter for this node's operator (ours or TVM's) leaves it to the
+    operator's ONNX function body (``onnx_functions``): cases it does not implement."""
+    converter = CONVERTERS.get(node.op_type)
+    if converter is not None:
+        return hasattr(converter, "declines") and converter.declines(node)
+    return node.op_type in TVM_DECLINES and TVM_DECLINES[node.op_type](node)
 
 
 def known_operators() -> set[str]:
