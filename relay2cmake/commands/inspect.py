@@ -18,7 +18,7 @@ from relay2cmake import arena
 from relay2cmake.commands.inspect_report import Report, TensorReport
 from relay2cmake.errors import UserError
 from relay2cmake.frontends import check_input_shape_names, check_model_path
-from relay2cmake.frontends.onnx import load_checked, unsupported_nodes
+from relay2cmake.frontends.onnx import load_checked, unsupported_nodes, with_function_bodies
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
 from relay2cmake.frontends.onnx_weights import initializer_bytes
@@ -110,7 +110,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
         nodes=len(model.graph.node),
         parameters=len(model.graph.initializer),
         parameter_bytes=parameter_bytes,
-        unsupported=unsupported_nodes(model),
+        unsupported=unsupported_nodes(with_function_bodies(model)),
         estimated_arena_bytes=_estimate_arena(model, input_shapes),
     )
 

@@ -313,7 +313,7 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
-def _with_function_bodies(model: onnx.ModelProto) -> onnx.ModelProto:
+def with_function_bodies(model: onnx.ModelProto) -> onnx.ModelProto:
     """Operators that nothing converts, but that ONNX defines as functions of others, as
     their bodies (``onnx_functions``)."""
     from relay2cmake.frontends.onnx_converters import declines, known_operators
@@ -384,7 +384,7 @@ def import_onnx(
     model = load_checked(path)
     opset = _opset(model)
     operators = tuple(sorted({n.op_type for n in model.graph.node}))
-    model = _with_function_bodies(model)
+    model = with_function_bodies(model)
     problems = unsupported_nodes(model)
     try:
         frozen = constant_input_values(model, constant_inputs or {})

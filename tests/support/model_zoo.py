@@ -309,10 +309,14 @@ def runtime_axes() -> onnx.ModelProto:
 
 
 def unsupported_ops() -> onnx.ModelProto:
-    """Valid ONNX using operators that TVM's importer cannot convert (Celu, Det, CumProd)."""
+    """Valid ONNX using operators that nothing converts (ReverseSequence, Det, CumProd), and
+    Celu, which nothing converts either but ONNX defines as a function (its body is used)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="fine"),
-        helper.make_node("Celu", ["r"], ["c"], name="smooth_step"),
+        helper.make_node("Celu", ["r"], ["s"], name="smooth_step"),
+        helper.make_node(
+            "ReverseSequence", ["s", "lengths"], ["c"], name="reverse_rows", batch_axis=1, time_axis=0
+        ),
         helper.make_node("Det", ["c"], ["d"], name="determinant"),
         helper.make_node("CumProd", ["x", "axis"], ["p"], name="running_product"),
     ]
@@ -321,7 +325,7 @@ def unsupported_ops() -> onnx.ModelProto:
         "unsupported",
         [_float_info("x", [3, 3])],
         [_float_info("d", []), _float_info("p", [3, 3])],
-        [_const("axis", np.array(0, dtype=np.int64))],
+        [_const("axis", np.array(0, dtype=np.int64)), _const("lengths", np.array([3, 2, 1], dtype=np.int64))],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
     model.ir_version = 10
