@@ -109,6 +109,52 @@ class Result:
         return self.tensor_case and self.vm == "pass" and self.gen != "pass"
 
 
+RUNNING = ".running"  # in the packages folder: one file per worker, the index of its case
+
+
+def _is_gone(pid: int) -> bool:
+    """Whether the process has exited (a zombie the pool has not reaped yet counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def run_cases(cases: list[Case], packages: Path, jobs: int, start: float) -> list[Result]:
+    """Every case's VM path and generation step, in worker processes; a case whose worker
+    dies (a signal) is recorded as such instead of being waited for."""
+    (packages / RUNNING).mkdir()
+    done: dict[int, Result] = {}
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=50) as pool:
+        for i, case in enumerate(cases):
+            pool.apply_async(
+                run_case, ((i, case, str(packages)),), callback=lambda r, i=i: done.__setitem__(i, r)
+            )
+        reported = 0
+        while len(done) < len(cases):
+            time.sleep(0.5)
+            for marker in (packages / RUNNING).iterdir():
+                try:
+                    index = int(marker.read_text() or -1)
+                except (OSError, ValueError):  # removed or being written meanwhile
+                    continue
+                if index >= 0 and index not in done and _is_gone(int(marker.name)):
+                    case = cases[index]
+                    done[index] = Result(
+                        case.suite,
+                        case.name,
+                        vm="the process died running this case",
+                        gen="the process died running this case",
+                    )
+                    marker.unlink(missing_ok=True)
+            if len(done) // 100 > reported:
+                reported = len(done) // 100
+                print(
+                    f"  generated {len(done)}/{len(cases)} ({time.perf_counter() - start:.0f}s)", flush=True
+                )
+    return [done[i] for i in range(len(cases))]
+
+
 def generate_node_cases(directory: Path) -> None:
     """ONNX's node test data, from the definitions in the installed wheel (about 10 s)."""
     import onnx.backend.test.case.node as node
@@ -181,7 +227,16 @@ def _short(exc: BaseException) -> str:
 def run_case(job: tuple[int, Case, str]) -> Result:
     """The VM path and the generation step for one case (runs in a worker process)."""
     index, case, packages_dir = job
+    # Which case this worker runs, for the parent to name it if the process dies (a signal
+    # in TVM's own VM or in gen: lost by the pool, it would otherwise wait forever).
+    marker = Path(packages_dir) / RUNNING / str(os.getpid())
+    marker.write_text(str(index))
+    result = _run_case(index, case, packages_dir)
+    marker.unlink()
+    return result
 
+
+def _run_case(index: int, case: Case, packages_dir: str) -> Result:
     result = Result(case.suite, case.name)
     directory = Path(case.directory)
     model_path = directory / "model.onnx"
@@ -474,13 +529,7 @@ def main() -> int:
     packages.mkdir()
     print(f"{len(cases)} cases; work folder {work}", flush=True)
 
-    jobs = [(i, c, str(packages)) for i, c in enumerate(cases)]
-    results: list[Result] = []
-    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=50) as pool:
-        for done, result in enumerate(pool.imap(run_case, jobs, chunksize=4), 1):
-            results.append(result)
-            if done % 100 == 0:
-                print(f"  generated {done}/{len(cases)} ({time.perf_counter() - start:.0f}s)", flush=True)
+    results = run_cases(cases, packages, args.jobs, start)
     generated = [r.package for r in results if r.gen == "generated"]
     print(f"building {len(generated)} packages in one CMake project", flush=True)
     build = super_build(work, generated, args.jobs) if generated else work

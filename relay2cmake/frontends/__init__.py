@@ -114,13 +114,15 @@ def import_model(
     path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None = None
 ) -> ImportedModel:
     """Choose the frontend by file extension and import the model; ``main``'s parameters get
-    safe names (the originals stay in ``inputs``)."""
+    safe names (the originals stay in ``inputs``); integer divisions cannot trap."""
     import dataclasses
 
+    from relay2cmake.frontends.integer_division import guard_integer_division
     from relay2cmake.frontends.relax_signature import safe_parameter_names
 
     imported = _import_by_format(path, input_shapes, constant_inputs)
-    return dataclasses.replace(imported, module=safe_parameter_names(imported.module))
+    module = guard_integer_division(safe_parameter_names(imported.module))
+    return dataclasses.replace(imported, module=module)
 
 
 def _import_by_format(

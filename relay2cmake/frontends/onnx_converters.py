@@ -459,6 +459,65 @@ class OneHot(OnnxOpConverter):
         return tvm_converter.get_converter(11)(bb, [indices, depth, values], attr, params)
 
 
+class _Cumulative(OnnxOpConverter):
+    """CumSum and CumProd, with ``exclusive`` and ``reverse``. A constant axis gives one scan;
+    an axis given at run time (ONNX allows it) one scan per axis of the static rank, the one
+    asked for picked by value: the output's shape is the same for every axis."""
+
+    scan = staticmethod(relax.op.cumsum)
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        data, axis = inputs
+        rank = len(_static_shape(data))
+        constant = get_constant(axis, params)
+        if hasattr(constant, "value"):
+            return cls._along(bb, data, int(constant.value.numpy().reshape(-1)[0]) % rank, attr)
+        asked = bb.emit(relax.op.reshape(axis, []))
+        result = cls._along(bb, data, rank - 1, attr)
+        for candidate in range(rank - 1):
+            is_candidate = relax.op.logical_or(
+                relax.op.equal(asked, relax.const(candidate, str(axis.ty.dtype))),
+                relax.op.equal(asked, relax.const(candidate - rank, str(axis.ty.dtype))),
+            )
+            result = bb.emit(relax.op.where(is_candidate, cls._along(bb, data, candidate, attr), result))
+        return result
+
+    @classmethod
+    def _along(cls, bb, data, axis: int, attr):
+        reverse = bool(attr.get("reverse", 0))
+        if reverse:
+            data = bb.emit(relax.op.flip(data, axis))
+        scanned = bb.emit(cls.scan(data, axis, exclusive=bool(attr.get("exclusive", 0))))
+        return bb.emit(relax.op.flip(scanned, axis)) if reverse else scanned
+
+
+class CumSum(_Cumulative):
+    pass
+
+
+class CumProd(_Cumulative):
+    scan = staticmethod(relax.op.cumprod)
+
+
+class Pow(OnnxOpConverter):
+    """ONNX lets the exponent's type differ from the base's (the result has the base's), which
+    TVM's converter refuses, and TVM's power takes floats only: an integer base is raised in
+    float64 (exact below 2**53) and cast back, as ONNX's reference computes it; a float base
+    takes the exponent in its own type."""
+
+    @classmethod
+    def _impl_v7(cls, bb, inputs, attr, params):
+        base, exponent = inputs
+        base_type, exponent_type = str(base.ty.dtype), str(exponent.ty.dtype)
+        if not base_type.startswith(("int", "uint")) and base_type == exponent_type:
+            return _get_convert_map()["Pow"].get_converter(15)(bb, inputs, attr, params)
+        if base_type.startswith(("int", "uint")):  # TVM's power takes floats only
+            raised = relax.op.power(relax.op.astype(base, "float64"), relax.op.astype(exponent, "float64"))
+            return relax.op.astype(raised, base_type)
+        return relax.op.power(base, relax.op.astype(exponent, base_type))
+
+
 def _attr_text(value, default: str) -> str:
     if value is None:
         return default
@@ -572,6 +631,9 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
+    "CumSum": CumSum,
+    "CumProd": CumProd,
+    "Pow": Pow,
     "Attention": Attention,
     "RNN": RNN,
     "GRU": GRU,

@@ -376,3 +376,49 @@ def test_coordinates_from_data_stay_inside_the_image(tmp_path):
             and "RoiAlign on a 2x3x5x5 tensor: index 7 is outside [0, 2)" in result.stderr
         )
         assert "Sanitizer" not in result.stderr and not out.exists()
+
+
+def test_integer_division_by_zero_gives_zero_instead_of_a_trap(tmp_path):
+    """x / 0 and x % 0 trap on x86 (SIGFPE), as does the most negative int32 / -1: gen died in
+    its golden step on such a model, and a package would kill its caller. Now they give 0, 0
+    and the wrapped quotient, under UBSan, in both kernel sets; every other element matches
+    ONNX Runtime."""
+    import onnxruntime
+
+    int32 = TensorProto.INT32
+    nodes = [
+        helper.make_node("Div", ["x", "y"], ["quotient"]),
+        helper.make_node("Mod", ["x", "y"], ["modulo"]),
+        helper.make_node("Mod", ["x", "y"], ["remainder"], fmod=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "division",
+        [helper.make_tensor_value_info(n, int32, [8]) for n in ("x", "y")],
+        [helper.make_tensor_value_info(n, int32, [8]) for n in ("quotient", "modulo", "remainder")],
+    )
+    model = save_model(graph, tmp_path / "d.onnx")
+    # gen's own golden step runs the model on sample inputs that hold zero divisors.
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Division"))
+    int32_min = np.iinfo(np.int32).min
+    x = np.array([7, -7, int32_min, 5, -9, 9, 0, int32_min], np.int32)
+    y = np.array([0, 0, -1, -1, 2, -4, 3, 7], np.int32)
+    safe = (y != 0) & ~((x == int32_min) & (y == -1))
+    expected = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.where(safe, x, 1), "y": np.where(safe, y, 1)}
+    )
+    for kernels in ("objects", "c"):
+        build = tmp_path / f"build_{kernels}"
+        configure_build(
+            tmp_path / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE} -Wall -Wextra -Werror",
+            f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}", "-DCMAKE_BUILD_TYPE=Debug",
+            f"-DDIVISION_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
+        )  # fmt: skip
+        result, out = _run_cli(build / "division_cli", {"x": x, "y": y}, tmp_path / kernels)
+        assert result.returncode == 0, result.stderr
+        quotient, modulo, remainder = (np.load(out / f"output_{i}.npy") for i in range(3))
+        np.testing.assert_array_equal(quotient[~safe], [0, 0, int32_min], err_msg=kernels)
+        np.testing.assert_array_equal(modulo[~safe], [0, 0, 0], err_msg=kernels)
+        np.testing.assert_array_equal(remainder[~safe], [0, 0, 0], err_msg=kernels)
+        for got, want in zip((quotient, modulo, remainder), expected, strict=True):
+            np.testing.assert_array_equal(got[safe], want[safe], err_msg=kernels)
