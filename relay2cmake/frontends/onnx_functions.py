@@ -12,6 +12,8 @@ faster than a spelt-out body.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx
 import onnx.inliner
 from onnx import helper
@@ -45,7 +47,9 @@ def _nodes(graph: onnx.GraphProto):
                 yield from _nodes(subgraph)
 
 
-def _expandable(model: onnx.ModelProto, converted: set[str], declines) -> set[tuple[str, str]]:
+def _expandable(
+    model: onnx.ModelProto, converted: set[str], declines: Callable[[onnx.NodeProto], bool]
+) -> set[tuple[str, str]]:
     opsets = _opsets(model)
     return {
         (node.domain, node.op_type)
@@ -70,7 +74,9 @@ def _typed(model: onnx.ModelProto) -> onnx.ModelProto:
     return typed
 
 
-def expand_functions(model: onnx.ModelProto, converted: set[str], declines) -> onnx.ModelProto:
+def expand_functions(
+    model: onnx.ModelProto, converted: set[str], declines: Callable[[onnx.NodeProto], bool]
+) -> onnx.ModelProto:
     """The model with every node of an operator not in ``converted`` (or declined by its
     converter) replaced by its ONNX function body, where the operator has one."""
     for _ in range(MAX_ROUNDS):
