@@ -139,13 +139,8 @@ def run_cases(cases: list[Case], packages: Path, jobs: int, start: float) -> lis
                 except (OSError, ValueError):  # removed or being written meanwhile
                     continue
                 if index >= 0 and index not in done and _is_gone(int(marker.name)):
-                    case = cases[index]
-                    done[index] = Result(
-                        case.suite,
-                        case.name,
-                        vm="the process died running this case",
-                        gen="the process died running this case",
-                    )
+                    died = "the process died running this case"
+                    done[index] = Result(cases[index].suite, cases[index].name, vm=died, gen=died)
                     marker.unlink(missing_ok=True)
             if len(done) // 100 > reported:
                 reported = len(done) // 100

@@ -102,16 +102,22 @@ def indexing_builds(tmp_path_factory):
     work = tmp_path_factory.mktemp("indexing")
     model = _indexing_model(work / "indexing.onnx")
     generate(GenerateOptions(model=model, out=work / "pkg", name="Indexing", self_check=False))
-    builds = {}
+    return model, _sanitized_clis(work, "indexing")
+
+
+def _sanitized_clis(work, prefix: str) -> dict:
+    """The package in ``work / "pkg"`` built under ASan + UBSan, warning-free, once with the
+    object kernels and once with the portable C kernels: kernel set -> its cli."""
+    clis = {}
     for kernels in ("objects", "c"):
         build = work / f"build_{kernels}"
         configure_build(
             work / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE} -Wall -Wextra -Werror",
             f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}", "-DCMAKE_BUILD_TYPE=Debug",
-            f"-DINDEXING_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
+            f"-D{prefix.upper()}_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
         )  # fmt: skip
-        builds[kernels] = build / "indexing_cli"
-    return model, builds
+        clis[kernels] = build / f"{prefix}_cli"
+    return clis
 
 
 def _run_cli(cli, inputs: dict[str, np.ndarray], folder):
@@ -407,14 +413,8 @@ def test_integer_division_by_zero_gives_zero_instead_of_a_trap(tmp_path):
     expected = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
         None, {"x": np.where(safe, x, 1), "y": np.where(safe, y, 1)}
     )
-    for kernels in ("objects", "c"):
-        build = tmp_path / f"build_{kernels}"
-        configure_build(
-            tmp_path / "pkg", build, f"-DCMAKE_C_FLAGS={SANITIZE} -Wall -Wextra -Werror",
-            f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}", "-DCMAKE_BUILD_TYPE=Debug",
-            f"-DDIVISION_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}",
-        )  # fmt: skip
-        result, out = _run_cli(build / "division_cli", {"x": x, "y": y}, tmp_path / kernels)
+    for kernels, cli in _sanitized_clis(tmp_path, "division").items():
+        result, out = _run_cli(cli, {"x": x, "y": y}, tmp_path / kernels)
         assert result.returncode == 0, result.stderr
         quotient, modulo, remainder = (np.load(out / f"output_{i}.npy") for i in range(3))
         np.testing.assert_array_equal(quotient[~safe], [0, 0, int32_min], err_msg=kernels)
