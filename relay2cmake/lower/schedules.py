@@ -462,6 +462,11 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
         # were as fast or faster than a predicated tail.
         lanes = options.vector_lanes
         whole_vectors = -(-channels // lanes)
+    elif lanes == 1 and 4 < channels < options.vector_lanes and options.vectorize:
+        # Fewer channels than a register holds, none of 4 or 8 (GhostNet's 6: scalar code, 5
+        # GFLOPS): one predicated vector of the next power of two.
+        lanes = 1 << (channels - 1).bit_length()
+        whole_vectors, predicated = 1, True
     columns, vectors = _depthwise_tile(_extent(sch, x), whole_vectors, options.vector_lanes)
     # The padding is inlined into the loads: with 9 multiply-adds per input vector, a padded
     # copy of the image cost more than the convolution (MobileNet's layers, AVX-512: 1.4-2.1x
@@ -484,6 +489,48 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     # (gathers: 2 GFLOPS).
     parallel = (n, y) if predicated else (n, y, c0)
     _finish_tile(sch, block, write_back, c1 if lanes > 1 else None, parallel, ry, options)
+
+
+POOL_BLOCKS = ("pool_sum", "pool_max")  # TVM's pooling reductions (topi's pool2d, pool1d)
+
+
+def _schedule_pool_rows(sch, block, options: ScheduleOptions) -> bool:
+    """out[n, c, y, x] = sum or max of in[n, c, y*s + ry, x*s + rx] over the window, channels
+    first (PoolFormer's 3 x 3 average pooling, left NCHW by its group norms): TVM's default
+    was a scalar loop that divided every output by its window's size (1-3 GB/s). Vectors
+    along the output's row, the window unrolled around them in registers, the padding read
+    inline (as a depthwise conv's) and the epilogue (average, PoolFormer's ``pool(x) - x``
+    and layer scale) folded into the write-back; images in parallel. False for rows shorter
+    than 8 (7 x 7 images: 3.8 GB/s in predicated vectors, 6.7 in TVM's scalar loop)."""
+    *spatial, x = sch.get_loops(block)[: len(_kinds(sch, block).rstrip("R"))]
+    window = sch.get_loops(block)[len(spatial) + 1 :]
+    width = _extent(sch, x)
+    if width < 8:
+        return False
+    lanes = options.vector_lanes
+    while lanes > 4 and lanes // 2 >= width:  # a row of 7 or 14 fills half a vector or less
+        lanes //= 2
+    planes = spatial[: len(spatial) - len(window) + 1]  # the loops around one image
+    write_back = _fold_epilogue(sch, block)
+    x0, x1 = sch.split(x, [None, lanes])
+    sch.reorder(*spatial, x0, *window, x1)
+    sch.reverse_compute_at(write_back, x0)
+    for loop in window:
+        sch.unroll(loop)
+    sch.vectorize(x1)
+    _vectorize_register_wide(sch, sch.get_loops(write_back)[-1], lanes)
+    plane = sch.fuse(*planes)
+    if options.parallel:
+        sch.parallel(plane)
+    # The padded image is made per channel, where it stays in L1: read inline, every load
+    # of the window was conditional (slower than TVM's scalar loop); padded once for the
+    # whole tensor, an extra pass over memory.
+    for producer in sch.get_producers(block):
+        sch.compute_at(producer, plane)
+        sch.vectorize(sch.get_loops(producer)[-1])
+    init = sch.decompose_reduction(block, window[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+    return True
 
 
 def _schedule_winograd_transforms(sch, options: ScheduleOptions) -> bool:
@@ -693,6 +740,125 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     init = sch.decompose_reduction(block, loops[len(spatial)])
     sch.vectorize(sch.get_loops(init)[-1])
     return True
+
+
+TRANSPOSE_TILE = 8  # rows and columns of a transpose's tile (AVX-512: 8 x 8 46 GB/s, 16 x 16 40)
+
+
+def _schedule_transpose(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | None:
+    """A transpose and the elementwise or reshaping stages around it (MLP-Mixer's token
+    mixing, ConvNeXt's NHWC <-> NCHW with its layer scale, PoolFormer's flattening). Every
+    vector of the output's innermost axis read one element from each of 8-16 input rows:
+    3.6 GB/s, with or without vectors. Instead the two axes are cut in 8 x 8 tiles; each tile
+    of the input is loaded as 8 contiguous vectors into a stack array that LLVM keeps in
+    registers, and stored transposed as 8 vectors (46-59 GB/s). None when no stage
+    transposes, the stages do not fold into one, or an axis is shorter than half a tile."""
+    from tvm import s_tir
+
+    if not options.vectorize or has_reduction(func):
+        return None
+    for fold in (_fold_into_output, _fold_into_transpose):
+        sch = s_tir.Schedule(deep_copy(func))
+        try:
+            block = fold(sch)
+            if block is not None and _tile_transpose(sch, block, options):
+                return sch.mod["main"]
+        except Exception:  # a stage that is not elementwise: the other fold, or none
+            continue
+    return None
+
+
+def _fold_into_output(sch):
+    """Every stage inlined into the output (two transposed inputs added: ConvNeXt's residual);
+    the output's block when it reads an input transposed."""
+    root = sch.get_sblock("root")
+    blocks = sch.get_child_blocks(root)
+    if not any(_transposed_reads(sch.get(b)) for b in blocks):
+        return None
+    for block in blocks[:-1]:
+        sch.compute_inline(block)
+    blocks = sch.get_child_blocks(root)
+    return blocks[0] if len(blocks) == 1 and _transposed_reads(sch.get(blocks[0])) else None
+
+
+def _fold_into_transpose(sch):
+    """The stages before the first transposing one inlined into it, those after (a reshape
+    that flattens its output) inlined backwards, so that the loops stay the transpose's."""
+    root = sch.get_sblock("root")
+    blocks = sch.get_child_blocks(root)
+    transposing = [b for b in blocks if _transposed_reads(sch.get(b))]
+    if len(transposing) != 1:  # two transposes may cancel out (MobileViT's unfold and fold)
+        return None
+    anchor = transposing[0]
+    position = [sch.get(b).same_as(sch.get(anchor)) for b in blocks].index(True)
+    for block in blocks[:position]:
+        sch.compute_inline(block)
+    size = _elements(sch.get(anchor).writes[0].source)
+    for block in blocks[position + 1 :]:
+        # Only a reshape: TVM also inlined a padding stage backwards, whose padding was then
+        # never written (LeViT's packed columns).
+        if _elements(sch.get(block).writes[0].source) != size:
+            return None
+        sch.reverse_compute_inline(block)
+    return anchor if len(sch.get_child_blocks(root)) == 1 else None
+
+
+def _elements(buffer) -> int:
+    return math.prod(int(extent) for extent in buffer.shape)
+
+
+def _tile_transpose(sch, block, options: ScheduleOptions) -> bool:
+    stmt = sch.get(block)
+    transposed = _transposed_reads(stmt)
+    loops = sch.get_loops(block)
+    if len(loops) != len(stmt.iter_vars) or len({axis for _, axis in transposed}) != 1:
+        return False
+    axis = transposed[0][1]
+    *outer, inner = loops
+    # 7 x 7 images (ConvNeXt's last stage): tiles of 7 rows or columns
+    row_tile, column_tile = (min(TRANSPOSE_TILE, _extent(sch, loop)) for loop in (outer[axis], inner))
+    if min(row_tile, column_tile) < TRANSPOSE_TILE // 2:
+        return False
+    rows, row = sch.split(outer[axis], [None, row_tile])
+    columns, column = sch.split(inner, [None, column_tile])
+    others = [loop for i, loop in enumerate(outer) if i != axis]
+    sch.reorder(*others, rows, columns, row, column)
+    for index, _ in transposed:
+        tile = sch.cache_read(block, index, "global")  # a stack array: see _fold_epilogue
+        sch.compute_at(tile, columns)
+        *tile_loops, contiguous = sch.get_loops(tile)[len(others) + 2 :]
+        for loop in tile_loops:
+            sch.unroll(loop)
+        sch.vectorize(contiguous)
+    sch.unroll(row)
+    sch.vectorize(column)
+    elements = math.prod(_extent(sch, loop) for loop in sch.get_loops(block))
+    if options.parallel and elements >= PARALLEL_ELEMENTS:
+        sch.parallel(sch.fuse(*others, rows))
+    return True
+
+
+def _transposed_reads(block) -> list[tuple[int, int]]:
+    """(read index, axis) of each buffer ``block`` reads transposed: its innermost index is
+    the block's axis ``axis``, not the last, and the last indexes one of its outer axes."""
+    from tvm import tirx
+
+    axes = [iv.var for iv in block.iter_vars]
+    if len(axes) < 2 or any(iv.iter_type != tirx.IterVar.DataPar for iv in block.iter_vars):
+        return []
+
+    def axis_of(index) -> int:
+        return next((i for i, var in enumerate(axes) if index.same_as(var)), -1)
+
+    found = []
+    for position, region in enumerate(block.reads):
+        indices = [r.min for r in region.region]
+        if any(not (hasattr(r.extent, "value") and r.extent.value == 1) for r in region.region):
+            continue
+        last = axis_of(indices[-1])
+        if 0 <= last < len(axes) - 1 and any(axis_of(i) == len(axes) - 1 for i in indices[:-1]):
+            found.append((position, last))
+    return found
 
 
 PARALLEL_ELEMENTS = 1 << 16  # an injective kernel smaller than this runs on the caller alone
@@ -949,6 +1115,9 @@ def _schedule_with(func, options: ScheduleOptions):
         return sch.mod["main"]
     if _schedule_outer_axis_reduction(sch, options):
         return sch.mod["main"]
+    transposed = _schedule_transpose(func, options)
+    if transposed is not None:
+        return transposed
     lanes = _schedule_injective(sch, options)
     if lanes:
         return likely_index_conditions(sch.mod["main"], lanes)
@@ -982,6 +1151,9 @@ def _schedule_with(func, options: ScheduleOptions):
         _schedule_matmul(sch, block, options)
     elif kinds == "SSSSRRR":
         _schedule_conv2d(sch, block, options)
+    elif name in POOL_BLOCKS and kinds.startswith("SSS") and kinds.strip("S") in ("R", "RR"):
+        if not _schedule_pool_rows(sch, block, options):
+            return None
     else:
         return None
     return sch.mod["main"]

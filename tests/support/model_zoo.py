@@ -468,7 +468,9 @@ def awkward_family() -> onnx.ModelProto:
     under outer dimensions ([1, 2, 26, 16] x [16, 40]: the weights read once for both outer
     indices, rows of 26 in predicated tiles of 4). And a softmax of y^T.y / 6 over rows of 37
     (a division by a constant, computed as a multiplication; rows reduced as their whole 16s
-    and a tail)."""
+    and a tail). And memory-bound layouts: sigmoid(h) transposed to [1, 5003, 13] times a
+    per-row scale (tiles of 8 x 8, both axes uneven), and a 3 x 3 average pooling of x seen as
+    13 images of 8 x 8 (channels first, padding not counted) minus x (PoolFormer's token mixer)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -495,6 +497,11 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("MatMul", ["x4", "wr"], ["r"]),
         helper.make_node("Div", ["g", "six"], ["scaled"]),
         helper.make_node("Softmax", ["scaled"], ["attention"], axis=-1),
+        helper.make_node("Transpose", ["s"], ["st"], perm=[0, 2, 1]),
+        helper.make_node("Mul", ["st", "row_scale"], ["sts"]),
+        helper.make_node("Reshape", ["x", "planes_shape"], ["planes"]),
+        helper.make_node("AveragePool", ["planes"], ["pooled"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Sub", ["pooled", "planes"], ["mixed"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -507,6 +514,8 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("q", [1, 22, 1, 13]),
             _float_info("r", [1, 2, 26, 40]),
             _float_info("attention", [1, 37, 37]),
+            _float_info("sts", [1, 5003, 13]),
+            _float_info("mixed", [1, 13, 8, 8]),
         ],
         initializer=[
             _const("w1", w1),
@@ -522,6 +531,8 @@ def awkward_family() -> onnx.ModelProto:
             _const("rows_shape", np.array([1, 2, 26, 16], np.int64)),
             _const("wr", (rng.standard_normal((16, 40)) / 4).astype(np.float32)),
             _const("six", np.array(6.0, np.float32)),
+            _const("row_scale", rng.standard_normal((5003, 1)).astype(np.float32)),
+            _const("planes_shape", np.array([1, 13, 8, 8], np.int64)),
         ],
     )
     return _model(graph)
