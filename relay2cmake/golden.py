@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -195,8 +196,18 @@ def tvm_vm_reference(imported: ImportedModel, inputs: Sequence[np.ndarray]) -> l
     vm = relax.VirtualMachine(executable, tvm.cpu())
     result = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
     values = [result] if hasattr(result, "numpy") else list(result)
-    # main also returns the extents of bounded outputs after the outputs: drop them.
-    return [v.numpy() for v in values[: len(imported.outputs)]]
+    # main also returns the extents of bounded outputs after the outputs: each bounded output
+    # is the start of its buffer, with that extent along its dynamic axis.
+    extents = iter(int(v.numpy().reshape(-1)[0]) for v in values[len(imported.outputs) :])
+    arrays = []
+    for signature, value in zip(imported.outputs, values, strict=False):
+        array = value.numpy()
+        if signature.dynamic_axis is not None:
+            shape = list(array.shape)
+            shape[signature.dynamic_axis] = next(extents)
+            array = array.reshape(-1)[: math.prod(shape)].reshape(shape)
+        arrays.append(array)
+    return arrays
 
 
 def _conform(imported: ImportedModel, outputs) -> list[np.ndarray]:

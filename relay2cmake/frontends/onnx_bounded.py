@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from relay2cmake.builtins import COMPRESS, NON_MAX_SUPPRESSION, NONZERO, UNIQUE
@@ -180,6 +181,63 @@ CONVERTERS = {
     "Unique": unique,
     "NonMaxSuppression": non_max_suppression,
 }
+
+
+# NumPy versions of the builtins for TVM's own VM (the golden step's TVM-VM path; the package
+# runs the C ones): the same buffers filled the same way, compact at the start, so that this path
+# confirms the others where ONNX Runtime cannot run a model (bfloat16 data).
+
+
+def _fill(out, values: np.ndarray) -> None:
+    flat = np.zeros(math.prod(int(d) for d in out.shape), dtype=values.dtype)
+    flat[: values.size] = values.ravel()
+    out.copyfrom(flat.reshape(tuple(int(d) for d in out.shape)))
+
+
+def _count(out, value: int) -> None:
+    out.copyfrom(np.array([value], dtype=np.int64))
+
+
+def _as_sortable(array: np.ndarray) -> np.ndarray:
+    """bfloat16 and float16 as float64 (exact): NumPy sorts those reliably."""
+    return array.astype(np.float64) if array.dtype.kind == "f" or array.dtype.name == "bfloat16" else array
+
+
+def _nonzero_reference(data, indices, count) -> None:
+    found = np.array(np.nonzero(_as_sortable(data.numpy())), dtype=np.int64)
+    _fill(indices, found)
+    _count(count, found.shape[1])
+
+
+def _compress_reference(view, condition, selected, count) -> None:
+    n = int(view.shape[1])
+    chosen = np.flatnonzero(condition.numpy().reshape(-1)[:n])
+    _fill(selected, view.numpy()[:, chosen, :])
+    _count(count, chosen.size)
+
+
+def _unique_reference(view, sorted_flag, values, first, inverse, counts, count, _work) -> None:
+    data = view.numpy()
+    slices = _as_sortable(data).transpose(1, 0, 2).reshape(data.shape[1], -1)
+    _, index, back, tally = np.unique(
+        slices, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    back = back.reshape(-1)
+    if not int(sorted_flag):  # in order of first occurrence
+        order = np.argsort(index, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        index, tally, back = index[order], tally[order], rank[back]
+    _fill(values, data[:, index, :])
+    _fill(first, index.astype(np.int64))
+    _fill(inverse, back.astype(np.int64))
+    _fill(counts, tally.astype(np.int64))
+    _count(count, index.size)
+
+
+tvm.register_global_func(NONZERO, _nonzero_reference, override=True)
+tvm.register_global_func(COMPRESS, _compress_reference, override=True)
+tvm.register_global_func(UNIQUE, _unique_reference, override=True)
 
 
 def consumer_error(op_name: str) -> NotImplementedError:

@@ -40,6 +40,7 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
 )
 
 from relay2cmake.builtins import LAST_STATES, STACK_STATES
+from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.frontends import onnx_bounded
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.relax_shapes import static_dims
@@ -48,6 +49,14 @@ from relay2cmake.tensor_memory import adopted_tensor
 # The largest values of the run-time dimensions (symbol → value) while a model with them is
 # imported: a recurrent operator over a sequence of run-time length is unrolled to it.
 DIM_BOUNDS: ContextVar[dict[str, int] | None] = ContextVar("DIM_BOUNDS", default=None)
+# The opset of the node being converted: a converter that handles only some cases leaves the
+# others to TVM's converter of that opset (``_theirs``).
+OPSET: ContextVar[int] = ContextVar("OPSET", default=1)
+
+
+def _theirs(op_name: str, bb, inputs, attr, params):
+    """TVM's own conversion of the node."""
+    return _get_convert_map()[op_name].get_converter(OPSET.get())(bb, inputs, attr, params)
 
 
 def _static_shape(expr: relax.Expr) -> list[int]:
@@ -441,7 +450,10 @@ class LpNormalization(OnnxOpConverter):
             norm = relax.op.sqrt(relax.op.sum(relax.op.multiply(x, x), axis=[axis], keepdims=True))
         else:
             raise NotImplementedError("LpNormalization supports p = 1 and p = 2")
-        return relax.op.divide(x, norm)
+        # A zero vector stays zero (ONNX's reference; 0 / 0 would be NaN)
+        norm = bb.emit(norm)
+        zero = relax.const(0, str(x.ty.dtype))
+        return relax.op.where(relax.op.equal(norm, zero), zero, relax.op.divide(x, norm))
 
 
 class OneHot(OnnxOpConverter):
@@ -567,6 +579,299 @@ class BitCast(OnnxOpConverter):
         return bb.call_te(topi.reinterpret, inputs[0], target, primfunc_name_hint="bitcast")
 
 
+class Cast(OnnxOpConverter):
+    """Casts from or to an 8-bit float type as integer arithmetic on its bits
+    (``narrow_floats``); every other cast is TVM's."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+        to = attr.get("to")
+        target = ONNX_DTYPES.get(int(to)) if isinstance(to, int) else None  # Cast-1 named it: "FLOAT"
+        narrow = _narrow_cast(bb, inputs[0], target, attr) if target is not None else None
+        return narrow if narrow is not None else _theirs("Cast", bb, inputs, attr, params)
+
+
+class CastLike(OnnxOpConverter):
+    """CastLike as Cast to the second input's type."""
+
+    @classmethod
+    def _impl_v15(cls, bb, inputs, attr, params):
+        target = getattr(getattr(inputs[1], "ty", None), "dtype", None)
+        narrow = _narrow_cast(bb, inputs[0], str(target), attr) if target is not None else None
+        return narrow if narrow is not None else _theirs("CastLike", bb, inputs, attr, params)
+
+
+def _narrow_cast(bb, data, target: str, attr) -> relax.Expr | None:
+    """``data`` cast to ``target`` when either is an 8-bit float type, else None."""
+    from relay2cmake.frontends import narrow_floats
+
+    source = getattr(getattr(data, "ty", None), "dtype", None)
+    if source is None or (str(source) not in narrow_floats.NARROW and target not in narrow_floats.NARROW):
+        return None
+    source = str(source)
+    if source in narrow_floats.NARROW:
+        table = relax.const(narrow_floats.values_table(source))
+        value_dtype = target if target in ("float16", "float32", "float64") else "float32"
+        data = bb.emit_te(narrow_floats.decode, data, table, value_dtype, primfunc_name_hint="decode_float8")
+        source = value_dtype
+    if target not in narrow_floats.NARROW:
+        return data if source == target else relax.op.astype(data, target)
+    if not source.startswith(("float", "bfloat")):
+        data = bb.emit(relax.op.astype(data, "float32"))
+    saturate = bool(attr.get("saturate", 1))
+    round_mode = _attr_text(attr.get("round_mode"), "up")
+    return bb.emit_te(
+        narrow_floats.encode, data, target, saturate, round_mode, primfunc_name_hint="encode_float8"
+    )
+
+
+class BitShift(OnnxOpConverter):
+    """A shift by a negative amount or by the width or more (undefined behaviour in C and
+    LLVM: TVM's kernels returned whatever the CPU made of it) gives what ONNX says: 0 to the
+    left, the sign's fill to the right; a left shift is done on the bits as unsigned (C leaves
+    shifting a negative value undefined)."""
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        from tvm import topi
+
+        data, amount = inputs
+        dtype = str(data.ty.dtype)
+        width = np.dtype(dtype).itemsize * 8
+        signed = dtype.startswith("int")
+        amount = bb.emit(relax.op.astype(amount, dtype)) if str(amount.ty.dtype) != dtype else amount
+        in_range = bb.emit(
+            relax.op.logical_and(
+                relax.op.greater_equal(amount, relax.const(0, dtype)),
+                relax.op.less(amount, relax.const(width, dtype)),
+            )
+        )
+        safe = bb.emit(relax.op.where(in_range, amount, relax.const(0, dtype)))
+        if _attr_text(attr.get("direction"), "LEFT") == "LEFT":
+            bits = f"uint{width}"
+            raw = bb.emit_te(topi.reinterpret, data, bits) if signed else data
+            moved = bb.emit(relax.op.left_shift(raw, relax.op.astype(safe, bits) if signed else safe))
+            shifted = bb.emit_te(topi.reinterpret, moved, dtype) if signed else moved
+            return relax.op.where(in_range, shifted, relax.const(0, dtype))
+        shifted = bb.emit(relax.op.right_shift(data, safe))
+        outside = (
+            relax.op.right_shift(data, relax.const(width - 1, dtype)) if signed else relax.const(0, dtype)
+        )
+        return relax.op.where(in_range, shifted, outside)
+
+
+class IsInf(OnnxOpConverter):
+    """IsInf with ``detect_positive`` / ``detect_negative`` (TVM's converter ignores them)."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        data = inputs[0]
+        found = bb.emit(relax.op.isinf(data))
+        zero = relax.const(0, str(data.ty.dtype))
+        positive, negative = int(attr.get("detect_positive", 1)), int(attr.get("detect_negative", 1))
+        if positive and negative:
+            return found
+        if positive:
+            return relax.op.logical_and(found, relax.op.greater(data, zero))
+        if negative:
+            return relax.op.logical_and(found, relax.op.less(data, zero))
+        return relax.op.logical_and(found, relax.const(False))
+
+
+class Mod(OnnxOpConverter):
+    """Float Mod with ``fmod`` = 0 as C's fmod moved into the divisor's sign (x - floor(x/y)*y,
+    TVM's, is NaN for a finite x over an infinite y, where ONNX and NumPy give x or y);
+    everything else TVM's."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        x, y = inputs
+        dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
+        if int(attr.get("fmod", 0)) or not dtype.startswith("float") or not isinstance(y, relax.Expr):
+            return _theirs("Mod", bb, inputs, attr, params)
+        remainder = bb.emit(relax.op.mod(x, y))  # C's fmod: the dividend's sign
+        zero = relax.const(0, dtype)
+        differs = relax.op.logical_and(
+            relax.op.not_equal(remainder, zero),
+            relax.op.logical_xor(relax.op.less(remainder, zero), relax.op.less(y, zero)),
+        )
+        return relax.op.where(differs, relax.op.add(remainder, y), remainder)
+
+
+class SpaceToDepth(OnnxOpConverter):
+    """SpaceToDepth with ``mode`` (opset 26: CRD orders the output channels channel first)."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        block = int(attr["blocksize"])
+        n, c, h, w = inputs[0].ty.shape
+        x = relax.op.reshape(inputs[0], (n, c, h // block, block, w // block, block))
+        crd = _attr_text(attr.get("mode"), "DCR") == "CRD"
+        x = relax.op.permute_dims(x, [0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
+        return relax.op.reshape(x, (n, c * block * block, h // block, w // block))
+
+
+class Constant(OnnxOpConverter):
+    """Constant with any of its value attributes (TVM's reads ``value`` only: function bodies
+    such as SwiGLU's and the window functions' use ``value_float`` / ``value_int``)."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        for name, dtype in (("value_float", np.float32), ("value_int", np.int64)):
+            if name in attr:
+                return relax.const(np.asarray(attr[name], dtype=dtype))
+        for name, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
+            if name in attr:
+                return relax.const(np.asarray(list(attr[name]), dtype=dtype).reshape(-1))
+        return _theirs("Constant", bb, inputs, attr, params)
+
+
+class Elu(OnnxOpConverter):
+    """Elu in the input's own type (TVM's mixes in float32 constants, which Relax refuses for
+    float16 and bfloat16 inputs; Celu's body is an Elu)."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        x = inputs[0]
+        alpha = _scalar(float(attr.get("alpha", 1.0)), x)
+        negative = relax.op.multiply(alpha, relax.op.subtract(relax.op.exp(x), _scalar(1.0, x)))
+        return relax.op.where(relax.op.greater(x, _scalar(0.0, x)), x, negative)
+
+
+class RMSNormalization(OnnxOpConverter):
+    """x / sqrt(mean(x^2 over the axes from ``axis`` on) + epsilon) * scale, computed in
+    ``stash_type`` (TVM's converter failed to lower for axis 0)."""
+
+    @classmethod
+    def _impl_v23(cls, bb, inputs, attr, params):
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+        x, scale = inputs[0], inputs[1]
+        dtype = str(x.ty.dtype)
+        rank = len(x.ty.shape.values)
+        axis = int(attr.get("axis", -1))
+        axis = axis + rank if axis < 0 else axis
+        stash = ONNX_DTYPES.get(int(attr.get("stash_type", 1)), "float32")
+        wide = bb.emit(relax.op.astype(x, stash)) if stash != dtype else x
+        mean = relax.op.mean(relax.op.multiply(wide, wide), axis=list(range(axis, rank)), keepdims=True)
+        epsilon = relax.const(float(attr.get("epsilon", 1e-5)), stash)
+        normal = relax.op.divide(wide, relax.op.sqrt(relax.op.add(mean, epsilon)))
+        normal = bb.emit(relax.op.astype(normal, dtype)) if stash != dtype else normal
+        return relax.op.multiply(normal, scale)
+
+
+class EyeLike(OnnxOpConverter):
+    """EyeLike with an output ``dtype`` other than the input's (TVM's refuses it)."""
+
+    @classmethod
+    def _impl_v9(cls, bb, inputs, attr, params):
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+        rows, columns = (int(d) for d in inputs[0].ty.shape.values)
+        dtype = ONNX_DTYPES[int(attr["dtype"])] if "dtype" in attr else str(inputs[0].ty.dtype)
+        eye = np.eye(rows, columns, int(attr.get("k", 0)))
+        return relax.const(eye.astype(numpy_dtype(dtype)), dtype)
+
+
+def _along_axis(bb, parameter, like, axis: int):
+    """A per-axis quantization parameter (1-D, one value per index of ``axis``) shaped to
+    broadcast against ``like``; a scalar or 1-element one as it is."""
+    shape = [int(d) for d in parameter.ty.shape.values]
+    if len(shape) != 1 or shape[0] == 1:
+        return parameter
+    rank = len(like.ty.shape.values)
+    axis = axis + rank if axis < 0 else axis
+    return bb.emit(relax.op.reshape(parameter, [1] * axis + shape + [1] * (rank - axis - 1)))
+
+
+def _in_blocks(bb, parameter, like, axis: int, block: int):
+    """A blocked quantization parameter (one value per ``block`` indices of ``axis``)
+    repeated to ``like``'s extent along that axis."""
+    rank = len(like.ty.shape.values)
+    axis = axis + rank if axis < 0 else axis
+    extent = int(like.ty.shape.values[axis])
+    repeated = bb.emit(relax.op.repeat(parameter, block, axis=axis))
+    if int(repeated.ty.shape.values[axis]) != extent:  # the last block is partial
+        repeated = bb.emit(relax.op.strided_slice(repeated, axes=[axis], begin=[0], end=[extent]))
+    return repeated
+
+
+def _float32_values(bb, tensor):
+    """A tensor's values as float32 (an 8-bit float's decoded)."""
+    from relay2cmake.frontends import narrow_floats
+
+    dtype = str(tensor.ty.dtype)
+    if dtype in narrow_floats.NARROW:
+        table = relax.const(narrow_floats.values_table(dtype))
+        return bb.emit_te(narrow_floats.decode, tensor, table, "float32", primfunc_name_hint="decode_float8")
+    return tensor if dtype == "float32" else bb.emit(relax.op.astype(tensor, "float32"))
+
+
+class DequantizeLinear(OnnxOpConverter):
+    """8-bit float inputs (FLOAT8E4M3FN, E5M2, ...): (x - zero point) * scale in float32, in
+    the scale's type (TVM's takes integer types only); the rest TVM's."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        from relay2cmake.frontends import narrow_floats
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+        x, scale = inputs[0], inputs[1]
+        zero_point = inputs[2] if len(inputs) > 2 else None
+        block = int(attr.get("block_size", 0))
+        if str(x.ty.dtype) not in narrow_floats.NARROW and not block:
+            return _theirs("DequantizeLinear", bb, inputs, attr, params)
+        axis = int(attr.get("axis", 1))
+
+        def spread(parameter):  # to x's shape: per block, or per index of the axis
+            return _in_blocks(bb, parameter, x, axis, block) if block else _along_axis(bb, parameter, x, axis)
+
+        value = _float32_values(bb, x)
+        if zero_point is not None:
+            value = bb.emit(relax.op.subtract(value, spread(_float32_values(bb, zero_point))))
+        result = bb.emit(relax.op.multiply(value, spread(_float32_values(bb, scale))))
+        dtype = ONNX_DTYPES.get(int(attr.get("output_dtype", 0)), str(scale.ty.dtype))
+        return result if dtype == "float32" else relax.op.astype(result, dtype)
+
+
+class QuantizeLinear(OnnxOpConverter):
+    """To an 8-bit float type (its zero point's, or ``output_dtype``): x / scale + zero point
+    in float32, rounded to the nearest even and saturated unless ``saturate`` = 0."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        from relay2cmake.frontends import narrow_floats
+        from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+        x, scale = inputs[0], inputs[1]
+        zero_point = inputs[2] if len(inputs) > 2 else None
+        target = str(zero_point.ty.dtype) if zero_point is not None else "uint8"
+        if int(attr.get("output_dtype", 0)):
+            target = ONNX_DTYPES.get(int(attr["output_dtype"]), target)
+        block = int(attr.get("block_size", 0))
+        if target not in narrow_floats.NARROW and not block:
+            return _theirs("QuantizeLinear", bb, inputs, attr, params)
+        axis = int(attr.get("axis", 1))
+
+        def spread(parameter):  # to x's shape: per block, or per index of the axis
+            return _in_blocks(bb, parameter, x, axis, block) if block else _along_axis(bb, parameter, x, axis)
+
+        value = bb.emit(relax.op.divide(_float32_values(bb, x), spread(_float32_values(bb, scale))))
+        if target not in narrow_floats.NARROW:  # an integer type: rounded to even, saturated
+            value = relax.op.round(value)
+        if zero_point is not None:
+            value = bb.emit(relax.op.add(value, spread(_float32_values(bb, zero_point))))
+        if target in narrow_floats.NARROW:
+            saturate = bool(attr.get("saturate", 1))
+            return bb.emit_te(
+                narrow_floats.encode, value, target, saturate, "up", primfunc_name_hint="encode_float8"
+            )
+        limits = np.iinfo(np.dtype(target))
+        return relax.op.astype(relax.op.clip(value, float(limits.min), float(limits.max)), target)
+
+
 class Clip(OnnxOpConverter):
     """TVM's Clip, emitted as Relax ``maximum``/``minimum`` instead of TE calls: Relax ops stay
     visible to layout conversion (convolutions in NHWC), which a ``call_tir`` blocks."""
@@ -626,6 +931,18 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "BitCast": BitCast,
+    "BitShift": BitShift,
+    "Cast": Cast,
+    "CastLike": CastLike,
+    "Constant": Constant,
+    "DequantizeLinear": DequantizeLinear,
+    "Elu": Elu,
+    "EyeLike": EyeLike,
+    "QuantizeLinear": QuantizeLinear,
+    "RMSNormalization": RMSNormalization,
+    "IsInf": IsInf,
+    "Mod": Mod,
+    "SpaceToDepth": SpaceToDepth,
     "Clip": Clip,
     "Dropout": Dropout,
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
@@ -725,7 +1042,11 @@ class Importer(ONNXGraphImporter):
         if op_name not in CONVERTERS:
             return super()._convert_operator(op_name, inputs, attrs, opset)
         converter = CONVERTERS[op_name].get_converter(opset)
-        result = converter(self.bb, inputs, attrs, [self._nodes, self._params])
+        token = OPSET.set(opset)
+        try:
+            result = converter(self.bb, inputs, attrs, [self._nodes, self._params])
+        finally:
+            OPSET.reset(token)
         return self.bb.normalize(result) if isinstance(result, relax.Expr) else result
 
     def _unrolled_scan(self, inputs, attrs, opset):

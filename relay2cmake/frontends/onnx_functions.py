@@ -12,6 +12,7 @@ faster than a spelt-out body.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import onnx
@@ -59,6 +60,25 @@ def _expandable(
     }
 
 
+def _with_defaults(model: onnx.ModelProto, functions: set[tuple[str, str]]) -> onnx.ModelProto:
+    """The model with every attribute the nodes to inline leave out set to its schema's
+    default: the inliner drops a body's reference to an attribute the node does not carry
+    (Swish's ``alpha``: its Constant was left with no value)."""
+    model = copy.deepcopy(model)
+    opsets = _opsets(model)
+    for node in _nodes(model.graph):
+        if (node.domain, node.op_type) not in functions:
+            continue
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        schema = onnx.defs.get_schema(node.op_type, opsets[domain], domain)
+        present = {a.name for a in node.attribute}
+        for name, attribute in schema.attributes.items():
+            default = attribute.default_value
+            if name not in present and default is not None and default.type != 0:
+                node.attribute.append(default)
+    return model
+
+
 def _typed(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with a type for every value, which context-dependent bodies are built from
     (the inliner reads value_info; initializers have none of their own). An omitted optional
@@ -85,7 +105,7 @@ def expand_functions(
             break
         try:
             inlined = onnx.inliner.inline_selected_functions(
-                _typed(model), sorted(functions), inline_schema_functions=True
+                _typed(_with_defaults(model, functions)), sorted(functions), inline_schema_functions=True
             )
         except Exception:  # onnx raises bare RuntimeErrors; the operators stay, reported by name
             break

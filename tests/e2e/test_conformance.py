@@ -19,6 +19,18 @@ OURS = {
     "test_sce_mean_weight_ii_log_prob", "test_scan9_sum", "test_loop11",
     "test_cast_BFLOAT16_to_FLOAT", "test_if", "test_pow_types_int32_float32",
     "test_pow_types_int64_int64", "test_cumprod_2d_negative_axis", "test_cumsum_1d_reverse_exclusive",
+    # 8-bit floats (narrow_floats.py): FNUZ, saturation, E8M0's rounding mode, decoding
+    "test_cast_FLOAT_to_FLOAT8E4M3FNUZ", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2",
+    "test_cast_e8m0_FLOAT_to_FLOAT8E8M0", "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16",
+    # ONNX's semantics where TVM's differ: shifts out of range, fmod edge cases, IsInf's
+    # directions, SpaceToDepth's CRD, a zero vector's norm, float16 Celu, EyeLike's dtype,
+    # RMSNormalization over axis 0, a body Constant's default attribute (SwiGLU)
+    "test_bitshift_left_int32_shift_ge_width", "test_bitshift_right_int8_negative_shift",
+    "test_mod_float_edge_cases_fmod_0_float32", "test_isinf_negative", "test_spacetodepth_crd_mode_example",
+    "test_l2normalization_axis_0", "test_celu_float16", "test_eyelike_with_dtype",
+    "test_rms_normalization_2d_axis0", "test_swiglu",
+    # bfloat16 bounded outputs, confirmed by the builtins' NumPy versions in TVM's VM
+    "test_compress_bfloat16", "test_unique_bfloat16_sorted_without_axis",
 }  # fmt: skip
 # Package builtins that replace TVM kernels needing the TVM runtime (sorting) or bounded outputs.
 BUILTINS = {

@@ -74,7 +74,9 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
         if not simple(b):
             bindings.append((tirx.Var("nan_b", str(b.ty)), b))
             b = bindings[-1][0]
-        result = tirx.Select(tirx.Or(tirx.isnan(a), compare(a, b)), a, b)
+        # (TVM's C generator has no isnan for bfloat16: asked of its float32 value, exact)
+        nan = tirx.isnan(a if str(a.ty) != "bfloat16" else tirx.Cast("float32", a))
+        result = tirx.Select(tirx.Or(nan, compare(a, b)), a, b)
         for var, value in reversed(bindings):
             result = tirx.Let(var, value, result)
         return result
@@ -164,7 +166,8 @@ def onnx_numerics(module: IRModule) -> IRModule:
             dtype = str(getattr(call.ty, "dtype", ""))
             if call.op == sign and dtype.startswith("float"):
                 x = call.args[0]
-                return relax.op.where(relax.op.isnan(x), x, call)
+                probe = relax.op.astype(x, "float32") if dtype == "bfloat16" else x  # (C: no bfloat16 isnan)
+                return relax.op.where(relax.op.isnan(probe), x, call)
             if call.op in arg_reductions and str(call.args[0].ty.dtype).startswith("float"):
                 direction = arg_reductions[call.op]  # +1: ArgMax
                 wide = self.builder_.emit(relax.op.astype(call.args[0], "float64"))
