@@ -384,11 +384,13 @@ def test_coordinates_from_data_stay_inside_the_image(tmp_path):
         assert "Sanitizer" not in result.stderr and not out.exists()
 
 
-def test_integer_division_by_zero_gives_zero_instead_of_a_trap(tmp_path):
+def test_integer_division_by_zero_and_wide_shifts_give_onnx_values_instead_of_a_trap(tmp_path):
     """x / 0 and x % 0 trap on x86 (SIGFPE), as does the most negative int32 / -1: gen died in
     its golden step on such a model, and a package would kill its caller. Now they give 0, 0
     and the wrapped quotient, under UBSan, in both kernel sets; every other element matches
-    ONNX Runtime."""
+    ONNX Runtime. Shifts by a negative amount or by 32 or more (undefined in C and LLVM) give
+    ONNX's values: 0 to the left, the sign's fill to the right; a negative value shifted left
+    wraps (its bits shifted)."""
     import onnxruntime
 
     int32 = TensorProto.INT32
@@ -396,12 +398,17 @@ def test_integer_division_by_zero_gives_zero_instead_of_a_trap(tmp_path):
         helper.make_node("Div", ["x", "y"], ["quotient"]),
         helper.make_node("Mod", ["x", "y"], ["modulo"]),
         helper.make_node("Mod", ["x", "y"], ["remainder"], fmod=1),
+        helper.make_node("BitShift", ["x", "s"], ["left"], direction="LEFT"),
+        helper.make_node("BitShift", ["x", "s"], ["right"], direction="RIGHT"),
     ]
     graph = helper.make_graph(
         nodes,
         "division",
-        [helper.make_tensor_value_info(n, int32, [8]) for n in ("x", "y")],
-        [helper.make_tensor_value_info(n, int32, [8]) for n in ("quotient", "modulo", "remainder")],
+        [helper.make_tensor_value_info(n, int32, [8]) for n in ("x", "y", "s")],
+        [
+            helper.make_tensor_value_info(n, int32, [8])
+            for n in ("quotient", "modulo", "remainder", "left", "right")
+        ],
     )
     model = save_model(graph, tmp_path / "d.onnx")
     # gen's own golden step runs the model on sample inputs that hold zero divisors.
@@ -409,16 +416,27 @@ def test_integer_division_by_zero_gives_zero_instead_of_a_trap(tmp_path):
     int32_min = np.iinfo(np.int32).min
     x = np.array([7, -7, int32_min, 5, -9, 9, 0, int32_min], np.int32)
     y = np.array([0, 0, -1, -1, 2, -4, 3, 7], np.int32)
+    shifts = np.array([-1, 32, 100, 5, 31, 3, 0, 1], np.int32)
     safe = (y != 0) & ~((x == int32_min) & (y == -1))
-    expected = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+    in_range = (shifts >= 0) & (shifts < 32)
+    amounts = np.where(in_range, shifts, 0).astype(np.uint32)
+    want_left = np.where(in_range, (x.view(np.uint32) << amounts).view(np.int32), 0)
+    want_right = np.where(in_range, x >> amounts.astype(np.int32), x >> 31)
+    # (ONNX Runtime has no signed BitShift: it runs the divisions alone)
+    divisions = save_model(
+        helper.make_graph(nodes[:3], "divisions", graph.input[:2], graph.output[:3]), tmp_path / "div.onnx"
+    )
+    expected = onnxruntime.InferenceSession(str(divisions), providers=["CPUExecutionProvider"]).run(
         None, {"x": np.where(safe, x, 1), "y": np.where(safe, y, 1)}
     )
     for kernels, cli in _sanitized_clis(tmp_path, "division").items():
-        result, out = _run_cli(cli, {"x": x, "y": y}, tmp_path / kernels)
+        result, out = _run_cli(cli, {"x": x, "y": y, "s": shifts}, tmp_path / kernels)
         assert result.returncode == 0, result.stderr
-        quotient, modulo, remainder = (np.load(out / f"output_{i}.npy") for i in range(3))
+        quotient, modulo, remainder, left, right = (np.load(out / f"output_{i}.npy") for i in range(5))
         np.testing.assert_array_equal(quotient[~safe], [0, 0, int32_min], err_msg=kernels)
         np.testing.assert_array_equal(modulo[~safe], [0, 0, 0], err_msg=kernels)
         np.testing.assert_array_equal(remainder[~safe], [0, 0, 0], err_msg=kernels)
         for got, want in zip((quotient, modulo, remainder), expected, strict=True):
             np.testing.assert_array_equal(got[safe], want[safe], err_msg=kernels)
+        np.testing.assert_array_equal(left, want_left, err_msg=kernels)
+        np.testing.assert_array_equal(right, want_right, err_msg=kernels)
