@@ -576,6 +576,8 @@ class BitCast(OnnxOpConverter):
         target = ONNX_DTYPES.get(int(attr["to"]))
         if target is None:
             raise NotImplementedError(f"BitCast to ONNX type {attr['to']} is not supported")
+        if "bool" in (target, str(inputs[0].ty.dtype)):  # a bool is the byte 0 or 1 (TIR: 1 bit)
+            return relax.op.astype(inputs[0], target)
         return bb.call_te(topi.reinterpret, inputs[0], target, primfunc_name_hint="bitcast")
 
 
@@ -872,6 +874,37 @@ class QuantizeLinear(OnnxOpConverter):
         return relax.op.astype(relax.op.clip(value, float(limits.min), float(limits.max)), target)
 
 
+class BatchNormalization(OnnxOpConverter):
+    """``training_mode`` = 1: normalized by the batch's own statistics, and the running mean and
+    variance updated as ``running * momentum + batch * (1 - momentum)`` (TVM's converter
+    weighted them the other way round); inference mode is TVM's."""
+
+    @classmethod
+    def _impl_v9(cls, bb, inputs, attr, params):
+        if not int(attr.get("training_mode", 0)):
+            return _theirs("BatchNormalization", bb, inputs, attr, params)
+        x, scale, bias, mean, var = inputs[:5]
+        rank = len(x.ty.shape.values)
+        axes = [0, *range(2, rank)]
+        channel = [1, -1] + [1] * (rank - 2)
+        batch_mean = bb.emit(relax.op.mean(x, axis=axes, keepdims=True))
+        centred = bb.emit(relax.op.subtract(x, batch_mean))
+        batch_var = bb.emit(relax.op.mean(relax.op.multiply(centred, centred), axis=axes, keepdims=True))
+        epsilon = _scalar(float(attr.get("epsilon", 1e-5)), x)
+        normal = relax.op.divide(centred, relax.op.sqrt(relax.op.add(batch_var, epsilon)))
+        y = relax.op.add(
+            relax.op.multiply(normal, relax.op.reshape(scale, channel)), relax.op.reshape(bias, channel)
+        )
+        momentum = float(attr.get("momentum", 0.9))
+
+        def running(old, batch):
+            kept = relax.op.multiply(old, _scalar(momentum, old))
+            added = relax.op.multiply(relax.op.reshape(batch, [-1]), _scalar(1 - momentum, old))
+            return relax.op.add(kept, added)
+
+        return relax.Tuple([bb.emit(y), bb.emit(running(mean, batch_mean)), bb.emit(running(var, batch_var))])
+
+
 class Clip(OnnxOpConverter):
     """TVM's Clip, emitted as Relax ``maximum``/``minimum`` instead of TE calls: Relax ops stay
     visible to layout conversion (convolutions in NHWC), which a ``call_tir`` blocks."""
@@ -930,6 +963,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
     "Cast": Cast,

@@ -636,17 +636,23 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
             if partial is not None:
                 partials.append(partial)
     blocks = sch.get_child_blocks(root)
+    together = _rows_together(sch, output, rows[-1], lanes)
+    if together > 1:
+        outer, _ = sch.split(rows[-1], [None, together])
+        rows = [*rows[:-1], outer]
     for block in reversed(blocks[:-1]):
         sch.compute_at(block, rows[-1])
     if lanes > 1:
         for block in blocks:
             loops = sch.get_loops(block)
-            if len(loops) <= len(rows):
+            if len(loops) <= len(rows) + (together > 1):
                 continue  # a per-row scalar stage (a row's mean, a combined sum)
             if any(sch.get(block).same_as(sch.get(p)) for p in partials):
-                lane = loops[len(rows)]  # then row / lanes, unless the row is one vector
-                if len(loops) > len(rows) + 1:
-                    sch.reorder(loops[-1], lane)
+                # lane, then row / lanes (unless the row is one vector) and the rows taken
+                # together: the lanes go innermost, the rows outermost
+                lane, *others = loops[len(rows) :]
+                if others:
+                    sch.reorder(*reversed(others), lane)
                 sch.vectorize(lane)
             elif "R" not in _kinds(sch, block) and _extent(sch, loops[-1]) >= lanes:
                 # Whole registers; a row they do not divide ends in a predicated one, which
@@ -656,6 +662,21 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
     if options.parallel:
         sch.parallel(sch.fuse(*rows))
     return True
+
+
+SHORT_ROW = 1024  # elements up to which a row's stages are computed for several rows together
+ROWS_TOGETHER = 4
+
+
+def _rows_together(sch, output, row_loop, lanes: int) -> int:
+    """How many short rows each stage computes in turn: a layer norm over 96 channels
+    (ConvNeXt's) waited on the latency of one row's sum, mean, variance and rsqrt after
+    another; four rows at once overlap them."""
+    row = _extent(sch, sch.get_loops(output)[-1])
+    count = _extent(sch, row_loop)
+    if lanes == 1 or row > SHORT_ROW or count % ROWS_TOGETHER or count < 2 * ROWS_TOGETHER:
+        return 1
+    return ROWS_TOGETHER
 
 
 def _schedule_long_rows(sch, options: ScheduleOptions) -> bool:

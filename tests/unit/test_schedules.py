@@ -996,3 +996,29 @@ def test_pooling_over_channels_first_rows_is_vectorized_and_exact(size, stride, 
         small, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), "avg", count_include_pad=False, layout="NCHW"
     )
     assert schedule_function(te.create_prim_func([small, seven]), AVX512) is None
+
+
+@pytest.mark.parametrize("rows", [12, 10])
+def test_short_rows_are_normalized_four_at_a_time_and_exactly(rows):
+    """A layer norm over 96 channels (ConvNeXt's): four rows' sums, variances and outputs
+    computed together (each row's chain waited on the last), when four divide the rows;
+    NumPy's values either way."""
+    from tvm import te, topi
+
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 96)).astype(np.float32) * 3 + 1
+    gamma, beta = rng.standard_normal(96).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    data, g, b = (
+        te.placeholder(x.shape, name="x"),
+        te.placeholder((96,), name="g"),
+        te.placeholder((96,), name="b"),
+    )
+    func = te.create_prim_func([data, g, b, topi.nn.layer_norm(data, g, b, axis=[1], epsilon=1e-6)])
+    scheduled = schedule_function(func, AVX512)
+    assert scheduled is not None
+    grouped = re.search(r"T\.grid\(4, ", scheduled.script()) is not None
+    assert grouped == (rows % schedules.ROWS_TOGETHER == 0), scheduled.script()
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-6) * gamma + beta
+    result = call_kernel(scheduled, [x, gamma, beta, np.zeros_like(x)])
+    np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
