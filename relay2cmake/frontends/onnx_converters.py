@@ -474,7 +474,8 @@ class OneHot(OnnxOpConverter):
 class _Cumulative(OnnxOpConverter):
     """CumSum and CumProd, with ``exclusive`` and ``reverse``. A constant axis gives one scan;
     an axis given at run time (ONNX allows it) one scan per axis of the static rank, the one
-    asked for picked by value: the output's shape is the same for every axis."""
+    asked for picked by value (the output's shape is the same for every axis); an axis out
+    of range stops the run with an error."""
 
     scan = staticmethod(relax.op.cumsum)
 
@@ -485,13 +486,21 @@ class _Cumulative(OnnxOpConverter):
         constant = get_constant(axis, params)
         if hasattr(constant, "value"):
             return cls._along(bb, data, int(constant.value.numpy().reshape(-1)[0]) % rank, attr)
-        asked = bb.emit(relax.op.reshape(axis, []))
+        # The axis read through a gather of [0, rank): index_checks makes the package check it
+        # at run time (a negative one wrapped once, one still outside an error code).
+        dtype = str(axis.ty.dtype)
+        given = bb.emit(relax.op.reshape(axis, []))
+        given = bb.emit(
+            relax.op.where(
+                relax.op.less(given, relax.const(0, dtype)),
+                relax.op.add(given, relax.const(rank, dtype)),
+                given,
+            )
+        )
+        asked = bb.emit(relax.op.take(relax.const(np.arange(rank, dtype=dtype)), given, axis=0, mode="fast"))
         result = cls._along(bb, data, rank - 1, attr)
         for candidate in range(rank - 1):
-            is_candidate = relax.op.logical_or(
-                relax.op.equal(asked, relax.const(candidate, str(axis.ty.dtype))),
-                relax.op.equal(asked, relax.const(candidate - rank, str(axis.ty.dtype))),
-            )
+            is_candidate = relax.op.equal(asked, relax.const(candidate, dtype))
             result = bb.emit(relax.op.where(is_candidate, cls._along(bb, data, candidate, attr), result))
         return result
 

@@ -440,3 +440,34 @@ def test_integer_division_by_zero_and_wide_shifts_give_onnx_values_instead_of_a_
             np.testing.assert_array_equal(got[safe], want[safe], err_msg=kernels)
         np.testing.assert_array_equal(left, want_left, err_msg=kernels)
         np.testing.assert_array_equal(right, want_right, err_msg=kernels)
+
+
+def test_a_cumulative_sum_over_an_axis_out_of_range_stops_the_run(tmp_path):
+    """CumSum's axis given at run time: a negative one wraps once, one outside [-rank, rank)
+    stops the run with an error code (it silently summed over the last axis)."""
+    nodes = [helper.make_node("CumSum", ["x", "axis"], ["sums"])]
+    graph = helper.make_graph(
+        nodes,
+        "cumulative",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("sums", TensorProto.FLOAT, [3, 4])],
+    )
+    model = save_model(graph, tmp_path / "c.onnx")
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Cumulative", self_check=False))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for kernels, cli in _sanitized_clis(tmp_path, "cumulative").items():
+        for axis in (0, 1, -1, -2):
+            result, out = _run_cli(cli, {"x": x, "axis": np.array(axis)}, tmp_path / f"{kernels}{axis}")
+            assert result.returncode == 0, result.stderr
+            np.testing.assert_array_equal(
+                np.load(out / "output_0.npy"), np.cumsum(x, axis=axis), err_msg=kernels
+            )
+        for axis in (2, -3, 1 << 40):
+            result, out = _run_cli(cli, {"x": x, "axis": np.array(axis)}, tmp_path / f"{kernels}bad{axis}")
+            assert result.returncode != 0, (kernels, axis)
+            assert "runtime error" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
+            # (the message names the look-up of the axis, "Gather on a 2 tensor", not CumSum)
+            assert "index out of range" in result.stderr and "outside" in result.stderr, result.stderr
