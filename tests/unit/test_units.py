@@ -700,3 +700,39 @@ def test_tensors_adopted_by_tvm_keep_shape_dtype_and_values():
         np.testing.assert_array_equal(tensor.numpy(), array)
         view = tensor_values(tensor)
         assert view.shape == array.shape and not view.flags.writeable
+
+
+@pytest.mark.parametrize("op", ["sum", "matmul", "softmax"])
+def test_float16_reductions_accumulate_in_float32_and_round_once(op):
+    """A float16 sum of 2,048 values of 0.1 came to 236.1 in TVM's float16 accumulator (each
+    addition rounded to float16); accumulated in float32 it is the exact sum, 204.8, rounded
+    once. The same for a matmul's dot products and a softmax's row sums."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.numerics import onnx_numerics
+
+    x = np.full((3, 2048), 0.1, np.float16)
+    ones = np.ones((2048, 2), np.float16)
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float16"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            if op == "sum":
+                value = relax.op.sum(data, axis=[1])
+            elif op == "matmul":
+                value = relax.op.matmul(data, relax.const(ones))
+            else:
+                value = relax.op.nn.softmax(relax.op.multiply(data, relax.const(np.float16(0))), axis=1)
+            out = bb.emit_output(value)
+        bb.emit_func_output(out)
+    exact = {
+        "sum": x.astype(np.float64).sum(axis=1),
+        "matmul": x.astype(np.float64) @ ones.astype(np.float64),
+        "softmax": np.full(x.shape, 1 / 2048),
+    }[op].astype(np.float16)
+    rewritten = onnx_numerics(bb.get())
+    assert "float32" in rewritten.script()
+    executable = tvm.compile(rewritten, target="llvm")
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, exact)

@@ -25,6 +25,8 @@
   The values are compared in float64 with -inf as -1e300 and NaN as +inf.
 - **Long float32 sums accumulate in float64** (Sum, Mean): the naive float32 loop stops at
   2**24 (2e7 ones summed to 16777216) and drifts on long means.
+- **float16 products and reductions accumulate in float32** (matmuls, convolutions, sums,
+  softmax, norms, average pooling), rounded to float16 once per operator.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
 if TYPE_CHECKING:
     from tvm.ir import IRModule
 
+# float16 operators that accumulate: computed in float32 and rounded once.
+FLOAT16_IN_FLOAT32 = (
+    "matmul", "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv1d_transpose", "nn.conv2d_transpose",
+    "sum", "mean", "prod", "variance", "std", "cumsum", "cumprod", "nn.softmax", "nn.log_softmax",
+    "nn.layer_norm", "nn.group_norm", "nn.rms_norm", "nn.avg_pool1d", "nn.avg_pool2d", "nn.avg_pool3d",
+    "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d", "nn.adaptive_avg_pool3d", "einsum",
+)  # fmt: skip
 # Reductions over at least this many elements per output accumulate in float64. Below it a
 # float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.
 WIDE_ACCUMULATION_ELEMENTS = 4096
@@ -159,11 +168,27 @@ def onnx_numerics(module: IRModule) -> IRModule:
             return 0
         return info.min if name == "max" else info.max
 
+    widened = {tvm.ir.Op.get(f"relax.{name}") for name in FLOAT16_IN_FLOAT32}
+
     @relax.expr_functor.mutator
     class _Numerics(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
             dtype = str(getattr(call.ty, "dtype", ""))
+            if (
+                dtype == "float16"
+                and call.op in widened
+                and getattr(call.attrs, "out_dtype", None) in (None, "")
+            ):
+                # Accumulated in float32, rounded to float16 once (per operator, as NumPy
+                # and ONNX Runtime's CPU kernels do); a float16 accumulator lost a unit in
+                # the last place on attention rows and convolutions.
+                args = [
+                    relax.op.astype(a, "float32") if str(getattr(a.ty, "dtype", "")) == "float16" else a
+                    for a in call.args
+                ]
+                wide = self.builder_.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+                return relax.op.astype(wide, "float16")
             if call.op == sign and dtype.startswith("float"):
                 x = call.args[0]
                 probe = relax.op.astype(x, "float32") if dtype == "bfloat16" else x  # (C: no bfloat16 isnan)
