@@ -335,6 +335,18 @@ def _is_plain_copy(sch, block) -> bool:
 CONV_TILE = (8, 1)  # output channels x vectors of output columns per register tile
 
 
+UNROLLED_WINDOW = 64  # kernel taps up to which a window's loops are unrolled (7 x 7 = 49)
+
+
+def _unroll_window(sch, loops) -> None:
+    """A kernel window's loops unrolled, unless the window is large: a 60 x 80 max pool
+    (ONNX's PyTorch suite) unrolled into 4,800 copies of its body, which LLVM compiled for
+    more than seven minutes."""
+    if math.prod(_extent(sch, loop) for loop in loops) <= UNROLLED_WINDOW:
+        for loop in loops:
+            sch.unroll(loop)
+
+
 def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     n, f, y, x, rc, ry, rx = sch.get_loops(block)
     lanes = min(options.vector_lanes, 8) * CONV_TILE[1]  # 8 columns: widths are 7 x 2^k
@@ -344,8 +356,7 @@ def _schedule_conv2d(sch, block, options: ScheduleOptions) -> None:
     x0, x1 = sch.split(x, [None, _divisor(_extent(sch, x), lanes)])
     sch.reorder(n, f0, y, x0, rc, ry, rx, f1, x1)
     sch.reverse_compute_at(write_back, x0)
-    sch.unroll(ry)
-    sch.unroll(rx)
+    _unroll_window(sch, [ry, rx])
     sch.unroll(f1)
     _finish_tile(sch, block, write_back, x1 if options.vectorize else None, (n, f0, y), rc, options)
 
@@ -480,8 +491,7 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     c0, cv, c1 = sch.split(c, [None, vectors, lanes])
     sch.reorder(n, y, c0, x0, ry, rx, x1, cv, c1)
     sch.reverse_compute_at(write_back, x0)
-    sch.unroll(ry)
-    sch.unroll(rx)
+    _unroll_window(sch, [ry, rx])
     sch.unroll(x1)
     sch.unroll(cv)
     # The channel tiles stay a loop of their own when the last is predicated: fused into the
@@ -515,8 +525,7 @@ def _schedule_pool_rows(sch, block, options: ScheduleOptions) -> bool:
     x0, x1 = sch.split(x, [None, lanes])
     sch.reorder(*spatial, x0, *window, x1)
     sch.reverse_compute_at(write_back, x0)
-    for loop in window:
-        sch.unroll(loop)
+    _unroll_window(sch, window)
     sch.vectorize(x1)
     _vectorize_register_wide(sch, sch.get_loops(write_back)[-1], lanes)
     plane = sch.fuse(*planes)

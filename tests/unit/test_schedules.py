@@ -1022,3 +1022,14 @@ def test_short_rows_are_normalized_four_at_a_time_and_exactly(rows):
     want = (x - mean) / np.sqrt(var + 1e-6) * gamma + beta
     result = call_kernel(scheduled, [x, gamma, beta, np.zeros_like(x)])
     np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_pooling_window_stays_a_loop():
+    """A 60 x 80 max pool (ONNX's PyTorch suite) unrolled into 4,800 copies of its body and
+    LLVM compiled it for more than seven minutes; windows above 64 taps stay loops."""
+    from tvm import te, topi
+
+    data = te.placeholder((1, 1, 128, 160), name="data")
+    out = topi.nn.pool2d(data, (60, 80), (10, 10), (1, 1), (10, 20, 10, 20), "max", layout="NCHW")
+    scheduled = schedule_function(te.create_prim_func([data, out]), AVX512)
+    assert scheduled is not None and "T.unroll" not in scheduled.script()
