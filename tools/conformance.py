@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,16 @@ class Result:
 RUNNING = ".running"  # in the packages folder: one file per worker, the index of its case
 
 
+CASE_SECONDS = 600  # a case's VM path and generation (they take seconds; a hang is killed)
+
+
+def _age(marker: Path) -> float:
+    try:
+        return time.time() - marker.stat().st_mtime
+    except OSError:  # removed meanwhile
+        return 0.0
+
+
 def _is_gone(pid: int) -> bool:
     """Whether the process has exited (a zombie the pool has not reaped yet counts)."""
     try:
@@ -122,7 +133,8 @@ def _is_gone(pid: int) -> bool:
 
 def run_cases(cases: list[Case], packages: Path, jobs: int, start: float) -> list[Result]:
     """Every case's VM path and generation step, in worker processes; a case whose worker
-    dies (a signal) is recorded as such instead of being waited for."""
+    dies (a signal) or runs longer than CASE_SECONDS is recorded as such instead of being
+    waited for (the overdue worker is killed)."""
     (packages / RUNNING).mkdir()
     done: dict[int, Result] = {}
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=50) as pool:
@@ -138,9 +150,19 @@ def run_cases(cases: list[Case], packages: Path, jobs: int, start: float) -> lis
                     index = int(marker.read_text() or -1)
                 except (OSError, ValueError):  # removed or being written meanwhile
                     continue
-                if index >= 0 and index not in done and _is_gone(int(marker.name)):
-                    died = "the process died running this case"
-                    done[index] = Result(cases[index].suite, cases[index].name, vm=died, gen=died)
+                if index < 0 or index in done:
+                    continue
+                pid = int(marker.name)
+                overdue = _age(marker) > CASE_SECONDS
+                if overdue and not _is_gone(pid):  # a hang (LLVM on a huge unrolled body)
+                    os.kill(pid, signal.SIGKILL)  # the pool starts a new worker
+                if overdue or _is_gone(pid):
+                    why = (
+                        f"still running after {CASE_SECONDS} s"
+                        if overdue
+                        else "the process died running this case"
+                    )
+                    done[index] = Result(cases[index].suite, cases[index].name, vm=why, gen=why)
                     marker.unlink(missing_ok=True)
             if len(done) // 100 > reported:
                 reported = len(done) // 100
