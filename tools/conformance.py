@@ -349,7 +349,7 @@ def _graph_input_names(model: onnx.ModelProto) -> list[str]:
 # Formal ONNX input names that carry parameters (shapes, axes, sizes), not data.
 PARAMETER_SLOTS = frozenset(
     {"axes", "shape", "pads", "k", "depth", "repeats", "sizes", "scales", "roi", "starts", "ends", "steps",
-     "split", "axis", "start", "limit", "delta", "sequence_lens", "output_shape", "blocksize",
+     "split", "axis", "start", "limit", "delta", "sequence_lens", "output_shape", "blocksize", "dft_length",
      "TopK.K", "OneHot.values", "Loop.M", "Loop.cond"}
 )  # fmt: skip
 

@@ -512,6 +512,7 @@ _SHAPE_PARAMETERS = {
     "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "OneHot": (1,), "CumSum": (1,),
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
+    "DFT": (1, 2), "STFT": (1, 3),
 }  # fmt: skip
 
 

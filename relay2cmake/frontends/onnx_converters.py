@@ -914,6 +914,173 @@ class BatchNormalization(OnnxOpConverter):
         return relax.Tuple([bb.emit(y), bb.emit(running(mean, batch_mean)), bb.emit(running(var, batch_var))])
 
 
+class DFT(OnnxOpConverter):
+    """The discrete Fourier transform along one axis as products with constant cosine and sine
+    matrices (a signal of static length: one matmul per part), forward or inverse, one-sided
+    (real input: the first N/2 + 1 frequencies; inverse: a real signal from them)."""
+
+    @classmethod
+    def _impl_v17(cls, bb, inputs, attr, params):
+        return cls._dft(bb, inputs, int(attr.get("axis", 1)), attr)
+
+    @classmethod
+    def _impl_v20(cls, bb, inputs, attr, params):
+        axis = get_constant(inputs[2], params) if len(inputs) > 2 and inputs[2] is not None else None
+        if axis is not None and not hasattr(axis, "value"):
+            raise NotImplementedError("DFT's axis must be a constant (freeze input 'axis')")
+        value = -2 if axis is None else int(axis.value.numpy().reshape(-1)[0])
+        return cls._dft(bb, inputs, value, attr)
+
+    @classmethod
+    def _dft(cls, bb, inputs, axis: int, attr):
+        x, params_length = inputs[0], inputs[1] if len(inputs) > 1 else None
+        shape = _static_shape(x)
+        rank, dtype = len(shape), str(x.ty.dtype)
+        axis = axis + rank if axis < 0 else axis
+        inverse, onesided = bool(attr.get("inverse", 0)), bool(attr.get("onesided", 0))
+        length = None
+        if params_length is not None:
+            if not isinstance(params_length, tvm.ir.GenericConst):
+                raise NotImplementedError("DFT's dft_length must be a constant (freeze input 'dft_length')")
+            length = int(params_length.value.numpy().reshape(-1)[0])
+        parts = [bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [rank - 1], [i], [i + 1]), [rank - 1]))
+                 for i in range(shape[-1])]  # fmt: skip
+        given = shape[axis]
+        signal = length if length is not None else (2 * (given - 1) if inverse and onesided else given)
+        rows = given if inverse and onesided else signal
+        if not (inverse and onesided) and rows != given:  # zero-padded or truncated to dft_length
+            parts = [_resized(bb, p, axis, rows) for p in parts]
+        order = [d for d in range(rank - 1) if d != axis] + [axis]
+        back = np.argsort(order).tolist()
+        parts = [bb.emit(relax.op.permute_dims(p, order)) for p in parts]
+        real, imag = parts[0], (parts[1] if len(parts) > 1 else None)
+        columns = signal // 2 + 1 if onesided and not inverse else signal
+        angle = 2 * np.pi * np.outer(np.arange(rows), np.arange(columns)) / signal
+        cos, sin = np.cos(angle), np.sin(angle)
+        if inverse:
+            weight = np.ones(rows)
+            if onesided:  # the missing half: conjugates of frequencies 1 .. N/2 - 1
+                weight[1 : (signal + 1) // 2] = 2
+            cos, sin = cos * weight[:, None] / signal, sin * weight[:, None] / signal
+
+        def product(data, matrix):
+            return bb.emit(relax.op.matmul(data, relax.const(matrix.astype(dtype))))
+
+        if inverse:
+            out_real = (
+                product(real, cos)
+                if imag is None
+                else bb.emit(relax.op.subtract(product(real, cos), product(imag, sin)))
+            )
+            out_imag = (
+                None
+                if onesided
+                else (
+                    product(real, sin)
+                    if imag is None
+                    else bb.emit(relax.op.add(product(imag, cos), product(real, sin)))
+                )
+            )
+        else:
+            out_real = (
+                product(real, cos)
+                if imag is None
+                else bb.emit(relax.op.add(product(real, cos), product(imag, sin)))
+            )
+            negative = bb.emit(relax.op.negative(product(real, sin)))
+            out_imag = negative if imag is None else bb.emit(relax.op.add(product(imag, cos), negative))
+        results = [r for r in (out_real, out_imag) if r is not None]
+        results = [bb.emit(relax.op.expand_dims(relax.op.permute_dims(r, back), rank - 1)) for r in results]
+        return results[0] if len(results) == 1 else relax.op.concat(results, axis=rank - 1)
+
+
+class STFT(OnnxOpConverter):
+    """Frames of the signal (a gather of constant positions), times the window, each through
+    ``DFT`` along the frame; frame step and length must be constants."""
+
+    @classmethod
+    def _impl_v17(cls, bb, inputs, attr, params):
+        signal, step = inputs[0], inputs[1]
+        window = inputs[2] if len(inputs) > 2 else None
+        frame_length = inputs[3] if len(inputs) > 3 else None
+        constants = {}
+        for name, value in (("frame_step", step), ("frame_length", frame_length)):
+            if value is not None and not isinstance(value, tvm.ir.GenericConst):
+                raise NotImplementedError(f"STFT's {name} must be a constant (freeze input {name!r})")
+            constants[name] = None if value is None else int(value.value.numpy().reshape(-1)[0])
+        width = constants["frame_length"] or _static_shape(window)[0]
+        length = _static_shape(signal)[1]
+        frames = (length - width) // constants["frame_step"] + 1
+        positions = np.arange(frames)[:, None] * constants["frame_step"] + np.arange(width)[None, :]
+        framed = bb.emit(relax.op.take(signal, relax.const(positions.astype("int64")), axis=1))
+        if window is not None:
+            framed = bb.emit(relax.op.multiply(framed, relax.op.reshape(window, [1, 1, width, 1])))
+        onesided = {"onesided": int(attr.get("onesided", 1))}
+        return DFT._dft(bb, [framed, None], 2, onesided)
+
+
+class ReverseSequence(OnnxOpConverter):
+    """Each batch entry's first ``sequence_lens[b]`` steps reversed: a GatherElements along
+    the time axis, whose positions the package checks at run time (a length beyond the
+    sequence is an error code)."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        data, lengths = inputs
+        shape = _static_shape(data)
+        time_axis, batch_axis = int(attr.get("time_axis", 0)), int(attr.get("batch_axis", 1))
+        steps = shape[time_axis]
+        pair = [1, 1]
+        pair[time_axis] = steps
+        step = relax.const(np.arange(steps).reshape(pair), "int64")
+        pair = [1, 1]
+        pair[batch_axis] = shape[batch_axis]
+        length = bb.emit(relax.op.reshape(relax.op.astype(lengths, "int64"), pair))
+        reversed_step = relax.op.subtract(relax.op.subtract(length, relax.const(1, "int64")), step)
+        positions = bb.emit(relax.op.where(relax.op.less(step, length), reversed_step, step))
+        positions = relax.op.reshape(positions, [shape[0], shape[1]] + [1] * (len(shape) - 2))
+        positions = bb.emit(relax.op.broadcast_to(positions, shape))
+        return relax.op.gather_elements(data, positions, axis=time_axis)
+
+
+class TensorScatter(OnnxOpConverter):
+    """A KV cache's update written at each batch entry's position (``write_indices``, 0 when
+    absent) along the sequence axis, wrapping in ``circular`` mode: a ScatterElements, whose
+    positions the package checks at run time."""
+
+    @classmethod
+    def _impl_v24(cls, bb, inputs, attr, params):
+        cache, update = inputs[0], inputs[1]
+        starts = inputs[2] if len(inputs) > 2 else None
+        shape, rows = _static_shape(cache), _static_shape(update)
+        axis = int(attr.get("axis", -2))
+        axis = axis + len(shape) if axis < 0 else axis
+        steps = [1] * len(rows)
+        steps[axis] = rows[axis]
+        step = relax.const(np.arange(rows[axis]).reshape(steps), "int64")
+        if starts is None:
+            positions = step
+        else:
+            batch = [1] * len(rows)
+            batch[0] = rows[0]
+            start = relax.op.reshape(relax.op.astype(starts, "int64"), batch)
+            positions = bb.emit(relax.op.add(start, step))
+        if _attr_text(attr.get("mode"), "linear") == "circular":
+            positions = bb.emit(relax.op.floor_mod(positions, relax.const(shape[axis], "int64")))
+        positions = bb.emit(relax.op.broadcast_to(positions, rows))
+        return relax.op.scatter_elements(cache, positions, update, axis=axis)
+
+
+def _resized(bb, data, axis: int, length: int):
+    """``data`` cut or zero-padded to ``length`` along ``axis``."""
+    shape = _static_shape(data)
+    if shape[axis] > length:
+        return bb.emit(relax.op.strided_slice(data, [axis], [0], [length]))
+    pad = [0] * (2 * len(shape))
+    pad[2 * axis + 1] = length - shape[axis]
+    return bb.emit(relax.op.nn.pad(data, pad))
+
+
 class Clip(OnnxOpConverter):
     """TVM's Clip, emitted as Relax ``maximum``/``minimum`` instead of TE calls: Relax ops stay
     visible to layout conversion (convolutions in NHWC), which a ``call_tir`` blocks."""
@@ -979,10 +1146,14 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "CastLike": CastLike,
     "Constant": Constant,
     "DequantizeLinear": DequantizeLinear,
+    "DFT": DFT,
     "Elu": Elu,
     "EyeLike": EyeLike,
     "QuantizeLinear": QuantizeLinear,
+    "ReverseSequence": ReverseSequence,
     "RMSNormalization": RMSNormalization,
+    "STFT": STFT,
+    "TensorScatter": TensorScatter,
     "IsInf": IsInf,
     "Mod": Mod,
     "SpaceToDepth": SpaceToDepth,

@@ -40,7 +40,7 @@ def test_inspect_lists_unsupported_operators(zoo_dir):
     assert report["lowerable"] is False
     # Celu is not among them: its ONNX function body replaces it, as in gen.
     assert report["unsupported"] == [
-        "ReverseSequence (reverse_rows)",
+        "RandomNormalLike (jitter)",
         "Det (determinant)",
         "Multinomial (draw)",
     ]

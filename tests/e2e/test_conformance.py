@@ -31,6 +31,10 @@ OURS = {
     "test_l2normalization_axis_0", "test_celu_float16", "test_eyelike_with_dtype",
     "test_rms_normalization_2d_axis0", "test_swiglu", "test_batchnorm_example_training_mode",
     "test_bitcast_bool_to_uint8", "test_quantizelinear_blocked_asymmetric", "test_dequantizelinear_e4m3fn",
+    # operators TVM has no converter for: DFT as products with constant matrices, ReverseSequence
+    # and TensorScatter as checked gathers and scatters
+    "test_dft_rfft_opset19", "test_dft_irfft_opset19", "test_reversesequence_batch",
+    "test_tensorscatter_circular",
     # bfloat16 bounded outputs, confirmed by the builtins' NumPy versions in TVM's VM
     "test_compress_bfloat16", "test_unique_bfloat16_sorted_without_axis",
 }  # fmt: skip

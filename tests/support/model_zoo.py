@@ -309,14 +309,12 @@ def runtime_axes() -> onnx.ModelProto:
 
 
 def unsupported_ops() -> onnx.ModelProto:
-    """Valid ONNX using operators that nothing converts (ReverseSequence, Det, Multinomial), and
+    """Valid ONNX using operators that nothing converts (RandomNormalLike, Det, Multinomial), and
     Celu, which nothing converts either but ONNX defines as a function (its body is used)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="fine"),
         helper.make_node("Celu", ["r"], ["s"], name="smooth_step"),
-        helper.make_node(
-            "ReverseSequence", ["s", "lengths"], ["c"], name="reverse_rows", batch_axis=1, time_axis=0
-        ),
+        helper.make_node("RandomNormalLike", ["s"], ["c"], name="jitter"),
         helper.make_node("Det", ["c"], ["d"], name="determinant"),
         helper.make_node("Multinomial", ["x"], ["p"], name="draw", sample_size=1),
     ]
@@ -325,7 +323,6 @@ def unsupported_ops() -> onnx.ModelProto:
         "unsupported",
         [_float_info("x", [3, 3])],
         [_float_info("d", []), helper.make_tensor_value_info("p", TensorProto.INT32, [3, 1])],
-        [_const("lengths", np.array([3, 2, 1], dtype=np.int64))],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
     model.ir_version = 10
