@@ -787,10 +787,13 @@ def _schedule_transpose(func: PrimFunc, options: ScheduleOptions) -> PrimFunc | 
 
     if not options.vectorize or has_reduction(func):
         return None
+    size = len(str(func))
     for fold in (_fold_into_output, _fold_into_transpose):
         sch = s_tir.Schedule(deep_copy(func))
         try:
             block = fold(sch)
+            if block is not None and len(str(sch.mod["main"])) > INLINED_GROWTH * size:
+                continue  # values copied into every read (see _schedule_injective)
             if block is not None and _tile_transpose(sch, block, options):
                 return sch.mod["main"]
         except Exception:  # a stage that is not elementwise: the other fold, or none
