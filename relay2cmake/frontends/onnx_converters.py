@@ -809,6 +809,13 @@ def _in_blocks(bb, parameter, like, axis: int, block: int):
     return repeated
 
 
+def _parameter(bb, parameter, like, axis: int, block: int):
+    """A quantization parameter's float32 values shaped to broadcast against ``like``: per
+    block of ``axis`` (blocked quantization), per index of it, or one for all."""
+    values = _float32_values(bb, parameter)
+    return _in_blocks(bb, values, like, axis, block) if block else _along_axis(bb, values, like, axis)
+
+
 def _float32_values(bb, tensor):
     """A tensor's values as float32 (an 8-bit float's decoded)."""
     from relay2cmake.frontends import narrow_floats
@@ -836,13 +843,10 @@ class DequantizeLinear(OnnxOpConverter):
             return _theirs("DequantizeLinear", bb, inputs, attr, params)
         axis = int(attr.get("axis", 1))
 
-        def spread(parameter):  # to x's shape: per block, or per index of the axis
-            return _in_blocks(bb, parameter, x, axis, block) if block else _along_axis(bb, parameter, x, axis)
-
         value = _float32_values(bb, x)
         if zero_point is not None:
-            value = bb.emit(relax.op.subtract(value, spread(_float32_values(bb, zero_point))))
-        result = bb.emit(relax.op.multiply(value, spread(_float32_values(bb, scale))))
+            value = bb.emit(relax.op.subtract(value, _parameter(bb, zero_point, x, axis, block)))
+        result = bb.emit(relax.op.multiply(value, _parameter(bb, scale, x, axis, block)))
         dtype = ONNX_DTYPES.get(int(attr.get("output_dtype", 0)), str(scale.ty.dtype))
         return result if dtype == "float32" else relax.op.astype(result, dtype)
 
@@ -866,14 +870,11 @@ class QuantizeLinear(OnnxOpConverter):
             return _theirs("QuantizeLinear", bb, inputs, attr, params)
         axis = int(attr.get("axis", 1))
 
-        def spread(parameter):  # to x's shape: per block, or per index of the axis
-            return _in_blocks(bb, parameter, x, axis, block) if block else _along_axis(bb, parameter, x, axis)
-
-        value = bb.emit(relax.op.divide(_float32_values(bb, x), spread(_float32_values(bb, scale))))
+        value = bb.emit(relax.op.divide(_float32_values(bb, x), _parameter(bb, scale, x, axis, block)))
         if target not in narrow_floats.NARROW:  # an integer type: rounded to even, saturated
             value = relax.op.round(value)
         if zero_point is not None:
-            value = bb.emit(relax.op.add(value, spread(_float32_values(bb, zero_point))))
+            value = bb.emit(relax.op.add(value, _parameter(bb, zero_point, x, axis, block)))
         if target in narrow_floats.NARROW:
             saturate = bool(attr.get("saturate", 1))
             return bb.emit_te(
