@@ -508,12 +508,12 @@ def _schedule_pool_rows(sch, block, options: ScheduleOptions) -> bool:
     """out[n, c, y, x] = sum or max of in[n, c, y*s + ry, x*s + rx] over the window, channels
     first (PoolFormer's 3 x 3 average pooling, left NCHW by its group norms): TVM's default
     was a scalar loop that divided every output by its window's size (1-3 GB/s). Vectors
-    along the output's row, the window unrolled around them in registers, the padding read
-    inline (as a depthwise conv's) and the epilogue (average, PoolFormer's ``pool(x) - x``
-    and layer scale) folded into the write-back; images in parallel. Rows of 7 (7 x 7 images)
-    take one predicated vector of 8 where the registers have 16 lanes (AVX-512 masks them
-    natively: PoolFormer's last stage 0.018 ms against 0.164 in TVM's loop); with 8 lanes
-    they stay TVM's (AVX2's masked loads: 0.053 against 0.031). False for shorter rows."""
+    along the output's row, the window unrolled around them in registers, the padded image
+    made per channel and the epilogue (average, PoolFormer's ``pool(x) - x`` and layer
+    scale) folded into the write-back; images in parallel. Rows of 7 (7 x 7 images) take one
+    predicated vector of 8 where the registers have 16 lanes (AVX-512 masks them natively:
+    PoolFormer's last stage 0.018 ms against 0.164 in TVM's loop); with 8 or 4 lanes, rows
+    under 8 stay TVM's (AVX2's masked loads: 0.053 against 0.031 ms) and this returns False."""
     *spatial, x = sch.get_loops(block)[: len(_kinds(sch, block).rstrip("R"))]
     window = sch.get_loops(block)[len(spatial) + 1 :]
     width = _extent(sch, x)
