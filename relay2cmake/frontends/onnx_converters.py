@@ -466,9 +466,7 @@ class OneHot(OnnxOpConverter):
         constant = get_constant(depth, params)
         if hasattr(constant, "value"):
             depth = relax.const(constant.value.numpy().astype("int64"), "int64")
-        tvm_converter = _get_convert_map()["OneHot"]
-        # OneHot-11 is the operator's latest version; 9 differs only in index range rules.
-        return tvm_converter.get_converter(11)(bb, [indices, depth, values], attr, params)
+        return _theirs("OneHot", bb, [indices, depth, values], attr, params)
 
 
 class _Cumulative(OnnxOpConverter):
@@ -532,7 +530,7 @@ class Pow(OnnxOpConverter):
         base, exponent = inputs
         base_type, exponent_type = str(base.ty.dtype), str(exponent.ty.dtype)
         if not base_type.startswith(("int", "uint")) and base_type == exponent_type:
-            return _get_convert_map()["Pow"].get_converter(15)(bb, inputs, attr, params)
+            return _theirs("Pow", bb, inputs, attr, params)
         if base_type.startswith(("int", "uint")):  # TVM's power takes floats only
             raised = relax.op.power(relax.op.astype(base, "float64"), relax.op.astype(exponent, "float64"))
             return relax.op.astype(raised, base_type)
@@ -623,10 +621,8 @@ def _narrow_cast(bb, data, target: str, attr) -> relax.Expr | None:
         return None
     source = str(source)
     if source in narrow_floats.NARROW:
-        table = relax.const(narrow_floats.values_table(source))
-        value_dtype = target if target in ("float16", "float32", "float64") else "float32"
-        data = bb.emit_te(narrow_floats.decode, data, table, value_dtype, primfunc_name_hint="decode_float8")
-        source = value_dtype
+        source = target if target in ("float16", "float32", "float64") else "float32"
+        data = _decoded(bb, data, source)
     if target not in narrow_floats.NARROW:
         return data if source == target else relax.op.astype(data, target)
     if not source.startswith(("float", "bfloat")):
@@ -822,9 +818,16 @@ def _float32_values(bb, tensor):
 
     dtype = str(tensor.ty.dtype)
     if dtype in narrow_floats.NARROW:
-        table = relax.const(narrow_floats.values_table(dtype))
-        return bb.emit_te(narrow_floats.decode, tensor, table, "float32", primfunc_name_hint="decode_float8")
+        return _decoded(bb, tensor, "float32")
     return tensor if dtype == "float32" else bb.emit(relax.op.astype(tensor, "float32"))
+
+
+def _decoded(bb, tensor, dtype: str):
+    """The values of an 8-bit float tensor as ``dtype`` (a look-up in the table of its 256 codes)."""
+    from relay2cmake.frontends import narrow_floats
+
+    table = relax.const(narrow_floats.values_table(str(tensor.ty.dtype)))
+    return bb.emit_te(narrow_floats.decode, tensor, table, dtype, primfunc_name_hint="decode_float8")
 
 
 class DequantizeLinear(OnnxOpConverter):
