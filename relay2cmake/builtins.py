@@ -14,6 +14,8 @@ NON_MAX_SUPPRESSION = "relay2cmake.non_max_suppression"
 SORT = "relay2cmake.sort"
 # Indices checked before a gather or scatter kernel uses them (index_checks.py).
 CHECK_INDICES = "relay2cmake.check_indices"
+# Which of the values a shape parameter given at run time may hold it holds (onnx_settled.py).
+SETTLE = "relay2cmake.settle"
 
 # The outputs of a recurrent operator unrolled over a sequence of run-time length L
 # (onnx_converters.py): every pass's states at positions 0..L-1, and each pass's last state.
@@ -28,6 +30,7 @@ BUILTIN_FUNCTIONS = (
     NON_MAX_SUPPRESSION,
     SORT,
     CHECK_INDICES,
+    SETTLE,
     STACK_STATES,
     LAST_STATES,
 )

@@ -102,7 +102,9 @@ def make_inputs(
     arrays = []
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
-        if dtype.kind == "f" or signature.dtype in RAW_BITS:
+        if signature.name in imported.settled_values:
+            array = imported.settled_values[signature.name]
+        elif dtype.kind == "f" or signature.dtype in RAW_BITS:
             if unit_floats:
                 array = rng.uniform(0.0, 1.0, signature.shape)
             else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,9 @@ class ImportedModel:
     # The dimensions chosen at run time (``--input-shape x=1..8,...``), in the order of the
     # C API's dims array; ``main`` carries them as TIR variables named by their symbols.
     dims: tuple[DimRange, ...] = ()
+    # Inputs that set a shape parameter checked at run time (onnx_settled): a value the
+    # package accepts, which the golden step feeds instead of random numbers.
+    settled_values: dict[str, Any] = field(default_factory=dict)
 
 
 def file_sha256(path: Path) -> str:

@@ -407,9 +407,13 @@ def import_onnx(
     output_names = _output_names(model)
 
     from relay2cmake.frontends.onnx_converters import DIM_BOUNDS, from_onnx
+    from relay2cmake.frontends.onnx_settled import DECLARED_SHAPES, SETTLED_VALUES
 
     variables: dict = {}
     bounds_token = DIM_BOUNDS.set({d.symbol: d.high for d in dims})
+    declared_token = DECLARED_SHAPES.set(_declared_shapes(model))
+    settled: dict[int, np.ndarray] = {}
+    settled_token = SETTLED_VALUES.set(settled)
     try:
         # The importer warns about renamed inputs and prints checker chatter; keep the
         # user's terminal for our own messages.
@@ -430,6 +434,8 @@ def import_onnx(
         ) from None
     finally:
         DIM_BOUNDS.reset(bounds_token)
+        DECLARED_SHAPES.reset(declared_token)
+        SETTLED_VALUES.reset(settled_token)
 
     outputs = _output_signatures(module, output_names, bounded, dims)
     module = with_dim_bounds(module, dims)
@@ -442,7 +448,41 @@ def import_onnx(
         operators=operators,
         references=_references(path, [s.name for s in inputs], frozen),
         dims=dims,
+        settled_values={inputs[index].name: value for index, value in settled.items()},
     )
+
+
+def _declared_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]] | None:
+    """The static shapes the model declares or ONNX infers, when a node reads a shape
+    parameter computed at run time (onnx_settled); else None (no inference run for it)."""
+    from relay2cmake.frontends.onnx_given_parameters import CONVERTERS as GIVEN
+    from relay2cmake.frontends.onnx_settled import RULES
+
+    constants = {init.name for init in model.graph.initializer} | {""}
+    constants |= {out for node in model.graph.node if node.op_type == "Constant" for out in node.output}
+    parameters = {op: {slot for slot, _, _ in rules} for op, rules in RULES.items()}
+    for op in GIVEN:
+        parameters.setdefault(op, set()).update(range(3) if op == "Range" else (1, 2))
+    if not any(
+        slot < len(node.input) and node.input[slot] not in constants
+        for node in model.graph.node
+        for slot in parameters.get(node.op_type, ())
+    ):
+        return None
+    shapes = {name: shape for name, (_, shape) in static_tensor_types(model).items()}
+    # An elementwise operator's output has its input's shape: a reduction whose result only
+    # passes through Log or a Cast before the declared output (ONNX's function bodies) gets it.
+    for node in reversed(model.graph.node):
+        if node.op_type in _SAME_SHAPE and node.input and node.output[0] in shapes:
+            shapes.setdefault(node.input[0], shapes[node.output[0]])
+    return shapes
+
+
+# Operators whose output has the shape of their first input.
+_SAME_SHAPE = frozenset(
+    {"Abs", "Cast", "CastLike", "Ceil", "Erf", "Exp", "Floor", "Identity", "Log", "Neg", "Not"}
+    | {"Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Softplus", "Sqrt", "Tanh"}
+)
 
 
 def _references(path: Path, input_names: list[str], frozen: dict[str, np.ndarray]) -> tuple[Reference, ...]:

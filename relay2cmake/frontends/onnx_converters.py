@@ -37,33 +37,19 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
     OnnxOpConverter,
     _get_convert_map,
     get_constant,
+    onnx_input,
 )
 
 from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.dtypes import numpy_dtype
-from relay2cmake.frontends import onnx_bounded
+from relay2cmake.frontends import onnx_bounded, onnx_given_parameters, onnx_settled
+from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
 from relay2cmake.frontends.onnx_weights import initializer_values
-from relay2cmake.relax_shapes import static_dims
 from relay2cmake.tensor_memory import adopted_tensor
 
 # The largest values of the run-time dimensions (symbol → value) while a model with them is
 # imported: a recurrent operator over a sequence of run-time length is unrolled to it.
 DIM_BOUNDS: ContextVar[dict[str, int] | None] = ContextVar("DIM_BOUNDS", default=None)
-# The opset of the node being converted: a converter that handles only some cases leaves the
-# others to TVM's converter of that opset (``_theirs``).
-OPSET: ContextVar[int] = ContextVar("OPSET", default=1)
-
-
-def _theirs(op_name: str, bb, inputs, attr, params):
-    """TVM's own conversion of the node."""
-    return _get_convert_map()[op_name].get_converter(OPSET.get())(bb, inputs, attr, params)
-
-
-def _static_shape(expr: relax.Expr) -> list[int]:
-    dims = static_dims(expr.ty)
-    if dims is None:
-        raise ValueError(f"a static shape is needed here, not {expr.ty}")
-    return dims
 
 
 def _activation(name: bytes | str, alpha: float | None, beta: float | None):
@@ -466,7 +452,15 @@ class OneHot(OnnxOpConverter):
         constant = get_constant(depth, params)
         if hasattr(constant, "value"):
             depth = relax.const(constant.value.numpy().astype("int64"), "int64")
-        return _theirs("OneHot", bb, [indices, depth, values], attr, params)
+        if hasattr(get_constant(values, params), "value"):
+            return _theirs("OneHot", bb, [indices, depth, values], attr, params)
+        # (off, on) given at run time: TVM's converter takes constants only; a 0/1 one-hot
+        # picks between the two values.
+        mask = bb.emit(
+            _theirs("OneHot", bb, [indices, depth, relax.const(np.array([0, 1], "int8"))], attr, params)
+        )
+        off, on = (bb.emit(relax.op.take(values, relax.const(i, "int64"), axis=0)) for i in (0, 1))
+        return relax.op.where(relax.op.equal(mask, relax.const(1, "int8")), on, off)
 
 
 class _Cumulative(OnnxOpConverter):
@@ -1143,6 +1137,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    **onnx_given_parameters.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
@@ -1246,9 +1241,45 @@ class Importer(ONNXGraphImporter):
                 "The following operators are not supported: " + ", ".join(sorted(missing))
             )
 
+    def _parse_value_proto(self, value_proto):
+        # TVM's node loop asks for each node's name just before converting it: the node's
+        # output names are what a settled parameter is checked against (onnx_settled).
+        if isinstance(value_proto, onnx.NodeProto):
+            self._node = value_proto
+        return super()._parse_value_proto(value_proto)
+
     def _convert_operator(self, op_name, inputs, attrs, opset):
         if any(i is not None and i in self._bounded for i in inputs):
             raise onnx_bounded.consumer_error(op_name)
+        node = getattr(self, "_node", None)
+        declared = onnx_settled.DECLARED_SHAPES.get() or {}
+        shapes_token = onnx_settled.NODE_OUTPUT_SHAPES.set(
+            [declared.get(n) for n in node.output] if node else None
+        )
+        inputs_token = onnx_settled.MODEL_INPUTS.set(list(self._inputs.values()))
+        try:
+            return self._settled_or_converted(node, op_name, inputs, attrs, opset)
+        finally:
+            onnx_settled.NODE_OUTPUT_SHAPES.reset(shapes_token)
+            onnx_settled.MODEL_INPUTS.reset(inputs_token)
+
+    def _settled_or_converted(self, node, op_name, inputs, attrs, opset):
+        plan = (
+            onnx_settled.settlement(op_name, opset, list(inputs), attrs, list(node.output)) if node else None
+        )
+        if plan is not None:
+            self._node = None  # a variant's conversion must not settle again
+
+            def convert(constant_inputs):
+                given = onnx_input()
+                for value in constant_inputs:
+                    given.append(value)
+                return self._converted(op_name, given, dict(attrs), opset)
+
+            return onnx_settled.settle(self.bb, op_name, node.name, list(inputs), plan, convert)
+        return self._converted(op_name, inputs, attrs, opset)
+
+    def _converted(self, op_name, inputs, attrs, opset):
         if op_name in onnx_bounded.CONVERTERS:
             result, marks = onnx_bounded.CONVERTERS[op_name](self.bb, inputs, attrs)
             self._bounded.update(marks)

@@ -38,6 +38,19 @@ OURS = {
     # bfloat16 bounded outputs, confirmed by the builtins' NumPy versions in TVM's VM
     "test_compress_bfloat16", "test_unique_bfloat16_sorted_without_axis",
 }  # fmt: skip
+# Parameters given at run time (onnx_settled, onnx_given_parameters), which must pass strictly
+# (without --constant-input): axes, shapes, repeats, sizes and scales settled by the declared
+# output shapes (two reductions with the same shape: both computed; an empty axes list; a
+# reduction reaching the output through Log), and pads, bounds, a diagonal read as values.
+STRICT = {
+    "test_reduce_sum_do_not_keepdims_example", "test_reduce_sum_default_axes_keepdims_example",
+    "test_reduce_log_sum_asc_axes_expanded", "test_reshape_negative_dim", "test_unsqueeze_unsorted_axes",
+    "test_squeeze_negative_axes", "test_expand_dim_changed", "test_tile",
+    "test_split_variable_parts_2d_opset18",
+    "test_onehot_without_axis", "test_resize_upsample_scales_linear", "test_resize_upsample_sizes_nearest",
+    "test_dft_axis", "test_center_crop_pad_crop_and_pad", "test_reflect_pad", "test_wrap_pad",
+    "test_constant_pad", "test_range_int32_type_negative_delta", "test_tril_zero",
+}  # fmt: skip
 # Package builtins that replace TVM kernels needing the TVM runtime (sorting) or bounded outputs.
 BUILTINS = {
     "test_top_k", "test_top_k_smallest", "test_top_k_same_values", "test_top_k_same_values_largest",
@@ -45,17 +58,18 @@ BUILTINS = {
     "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_flipped_coordinates",
     "test_nonmaxsuppression_two_batches",
 }  # fmt: skip
-# Operators replaced by their ONNX function bodies (onnx_functions.py): a fixed body, a body
-# built for the node, one our converter declines (a sliding window), one with an omitted
+# Operators replaced by their ONNX function bodies (onnx_functions.py): a fixed body, one our
+# converter declines (a sliding window), one with an omitted
 # optional input (and a Scan inside), one TVM's converter gets wrong (LayerNormalization's
 # mean), a preview-domain operator.
 FUNCTION_BODIES = {
-    "test_celu", "test_center_crop_pad_crop", "test_attention_local_window",
+    "test_celu", "test_attention_local_window",
     "test_linear_attention_delta", "test_layer_normalization_4d_axis1", "test_flexattention",
 }  # fmt: skip
 # The default run: those, and a few cases of common operator families.
 QUICK = sorted(
     OURS
+    | STRICT
     | BUILTINS
     | FUNCTION_BODIES
     | {"test_gather_0", "test_slice", "test_concat_2d_axis_0", "test_conv_with_strides_padding"}
@@ -77,6 +91,8 @@ def test_quick_slice_passes_as_packages(tmp_path):
     assert {r["name"] for r in results} == set(QUICK), "a case was renamed upstream"
     failing = [f"{r['name']}: {r['gen']}" for r in results if r["tensor_case"] and r["gen"] != "pass"]
     assert not failing, "\n".join(failing)
+    frozen = [f"{r['name']}: {r['frozen']}" for r in results if r["name"] in STRICT and r["frozen"]]
+    assert not frozen, "needed --constant-input:\n" + "\n".join(frozen)
 
 
 @pytest.mark.slow

@@ -471,3 +471,63 @@ def test_a_cumulative_sum_over_an_axis_out_of_range_stops_the_run(tmp_path):
             assert "runtime error" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
             # (the message names the look-up of the axis, "Gather on a 2 tensor", not CumSum)
             assert "index out of range" in result.stderr and "outside" in result.stderr, result.stderr
+
+
+def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
+    """Axes, a target shape and pads as model inputs (onnx_settled, onnx_given_parameters):
+    the package is generated for the output shapes the model declares; any values that give
+    them compute what ONNX Runtime does (reducing axis 1 or axis 2 gives the same shape, so
+    both are accepted and each computes its own sum), and values that do not stop the run."""
+    nodes = [
+        helper.make_node("ReduceSum", ["x", "axes"], ["sums"], keepdims=0),
+        helper.make_node("Reshape", ["x", "shape"], ["reshaped"]),
+        helper.make_node("Pad", ["x", "pads"], ["padded"], mode="reflect"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "parameters",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 4]),
+            helper.make_tensor_value_info("axes", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [6]),
+        ],
+        [
+            helper.make_tensor_value_info("sums", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("reshaped", TensorProto.FLOAT, [6, 8]),
+            helper.make_tensor_value_info("padded", TensorProto.FLOAT, [3, 7, 4]),
+        ],
+    )
+    model = save_model(graph, tmp_path / "p.onnx", 13)
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Parameters", self_check=False))
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((3, 4, 4)).astype(np.float32)
+    good = [
+        ([1], [6, 8], [0, 1, 0, 0, 2, 0]),
+        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0]),
+        ([2], [6, -1], [0, 0, 0, 0, 3, 0]),
+    ]
+    bad = {
+        "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0]),  # gives [4, 4]
+        "shape": ([1], [8, 6], [0, 1, 0, 0, 2, 0]),
+        "pads": ([1], [6, 8], [0, 1, 0, 0, 1, 0]),  # adds 2 rows, not 3
+    }
+    for kernels, cli in _sanitized_clis(tmp_path, "parameters").items():
+        for case, (axes, shape, pads) in enumerate(good):
+            feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+            result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}{case}")
+            assert result.returncode == 0, result.stderr
+            for index, want in enumerate(session.run(None, feeds)):
+                np.testing.assert_allclose(
+                    np.load(out / f"output_{index}.npy"), want, rtol=1e-5, err_msg=kernels
+                )
+        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0]))]
+        for case, (name, (axes, shape, pads)) in enumerate(cases):
+            feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+            result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}bad{case}")
+            assert result.returncode != 0, (kernels, name)
+            assert "runtime error" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
+            assert f"from input '{name}' at run time" in result.stderr, result.stderr
+            assert not out.exists() or not any(out.iterdir()), f"{name}: outputs written"
