@@ -10,7 +10,8 @@ Relax from static shapes:
   peepholes, clip, the common activations; ``sequence_lens`` must be absent.
 - Attention (opset 23+): TVM's converter only knows com.microsoft's (``num_heads``).
 - LpNormalization: x / ||x||_p along one axis, p = 1 or 2.
-- OneHot: a float ``depth`` made an integer, (off, on) values given at run time picked by a 0/1 one-hot; TVM's converter does the rest.
+- OneHot: a float ``depth`` made an integer; (off, on) given at run time picked through a
+  0/1 one-hot; TVM's converter does the rest.
 - Scan (opset 9+): unrolled over the static sequence length, the body imported once per
   step by TVM's own subgraph walker (the one it uses for If).
 - Loop: unrolled the same way when the trip count is a constant and the condition stays a
