@@ -319,7 +319,12 @@ def _dft_axis(shapes: NodeShapes) -> Settlement | None:
     if data is None or out is None or shapes.length != 1:
         return None
     rank = len(data)  # the last axis holds (real, imaginary)
-    candidates = [a for a in range(rank - 1)]
+    if len(out) != rank:
+        return None
+    # The transformed axis may change length (one-sided, dft_length); every other keeps it.
+    candidates = [a for a in range(rank - 1) if all(out[b] == data[b] for b in range(rank - 1) if b != a)]
+    if not candidates:
+        return None
 
     def form(bb, axis):
         return bb.emit(relax.op.where(relax.op.less(axis, _i64(0)), relax.op.add(axis, _i64(rank)), axis))

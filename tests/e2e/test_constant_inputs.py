@@ -10,9 +10,14 @@ from packaging_helpers import build_package, fails_cleanly, onnxruntime_outputs,
 
 
 def test_runtime_axes_need_and_accept_constant_input(tmp_path):
+    undeclared = tmp_path / "undeclared.onnx"
+    onnx.save(runtime_axes(declared=False), str(undeclared))
+    message = fails_cleanly("gen", undeclared, "-o", tmp_path / "strict")
+    assert "--constant-input" in message and "axes" in message, message
+    assert not (tmp_path / "strict").exists()
+
     model = tmp_path / "axes.onnx"
     onnx.save(runtime_axes(), str(model))
-    fails_cleanly("gen", model, "-o", tmp_path / "strict")
 
     package = build_package(model, tmp_path / "work", "Axes", ["--constant-input", "axes=1"])
     meta = package.metadata

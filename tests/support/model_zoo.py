@@ -296,14 +296,16 @@ def recurrent() -> onnx.ModelProto:
     return _model(graph)
 
 
-def runtime_axes() -> onnx.ModelProto:
-    """ReduceSum whose axes arrive as a graph input: needs --constant-input to compile."""
+def runtime_axes(declared: bool = True) -> onnx.ModelProto:
+    """ReduceSum whose axes arrive as a graph input. With its output shape declared the
+    package checks the axes at run time; without, it needs --constant-input to compile."""
     nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0, name="sum")]
+    output = _float_info("y", [2, 4] if declared else ["rows", "columns"])
     graph = helper.make_graph(
         nodes,
         "runtime_axes",
         [_float_info("x", [2, 3, 4]), helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
-        [_float_info("y", [2, 4])],
+        [output],
     )
     return _model(graph)
 
