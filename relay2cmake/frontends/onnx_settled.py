@@ -112,6 +112,20 @@ def _sets_text(sets: list[tuple[int, ...]]) -> str:
     return " or ".join(str(list(s)) for s in sets)
 
 
+def _axes_settlement(sets: list[tuple[int, ...]], rank: int, keys: list | None = None) -> Settlement | None:
+    """Sets of axes (over ``rank`` axes) the tensor may name; ``keys`` groups them by result
+    (None: every set gives the same data, one variant)."""
+    if not sets:
+        return None
+    keys = keys if keys is not None else [()] * len(sets)
+    distinct = list(dict.fromkeys(keys))
+    variants = tuple(np.asarray(sets[keys.index(k)], dtype="int64") for k in distinct)
+    return Settlement(
+        1, _axes_rows(sets, rank), variants, tuple(distinct.index(k) for k in keys),
+        _counts_per_axis(rank), f"axes {_sets_text(sets)}",
+    )  # fmt: skip
+
+
 def _reduce(shapes: NodeShapes) -> Settlement | None:
     data, out = shapes.inputs[0], shapes.outputs[0]
     if data is None or out is None:
@@ -127,16 +141,8 @@ def _reduce(shapes: NodeShapes) -> Settlement | None:
         )
         if tuple(reduced) == out:
             sets.append(axes)
-    if not sets:
-        return None
     # Axes of extent 1 add no elements to a reduction: sets differing only there agree.
-    keys = [tuple(a for a in s if data[a] != 1) for s in sets]
-    distinct = list(dict.fromkeys(keys))
-    variants = tuple(np.asarray(sets[keys.index(k)], dtype="int64") for k in distinct)
-    return Settlement(
-        1, _axes_rows(sets, rank), variants, tuple(distinct.index(k) for k in keys),
-        _counts_per_axis(rank), f"axes {_sets_text(sets)}",
-    )  # fmt: skip
+    return _axes_settlement(sets, rank, [tuple(a for a in s if data[a] != 1) for s in sets])
 
 
 def _squeeze(shapes: NodeShapes) -> Settlement | None:
@@ -149,18 +155,8 @@ def _squeeze(shapes: NodeShapes) -> Settlement | None:
         for axes in itertools.combinations(range(rank), shapes.length)
         if all(data[a] == 1 for a in axes) and tuple(d for a, d in enumerate(data) if a not in axes) == out
     ]
-    if not sets:
-        return None
     # Every such set removes only extents of 1: the data is the same for all.
-    variant = (np.asarray(sets[0], dtype="int64"),)
-    return Settlement(
-        1,
-        _axes_rows(sets, rank),
-        variant,
-        (0,) * len(sets),
-        _counts_per_axis(rank),
-        f"axes {_sets_text(sets)}",
-    )
+    return _axes_settlement(sets, rank)
 
 
 def _unsqueeze(shapes: NodeShapes) -> Settlement | None:
@@ -173,17 +169,7 @@ def _unsqueeze(shapes: NodeShapes) -> Settlement | None:
         rest = iter(data)
         if tuple(1 if a in axes else next(rest) for a in range(rank)) == out:
             sets.append(axes)
-    if not sets:
-        return None
-    variant = (np.asarray(sets[0], dtype="int64"),)
-    return Settlement(
-        1,
-        _axes_rows(sets, rank),
-        variant,
-        (0,) * len(sets),
-        _counts_per_axis(rank),
-        f"axes {_sets_text(sets)}",
-    )
+    return _axes_settlement(sets, rank)
 
 
 def _reshape(shapes: NodeShapes) -> Settlement | None:
