@@ -56,10 +56,10 @@ def accept(expr: relax.Expr, value: np.ndarray | list | int) -> None:
     """Record ``value`` as one the package accepts for ``expr`` when that is a model input:
     the golden step feeds it (random numbers would be refused)."""
     index = model_input_index(expr)
-    if index is not None and SETTLED_VALUES.get() is not None:
-        SETTLED_VALUES.get().setdefault(
-            index, np.asarray(value, dtype=str(expr.ty.dtype)).reshape(static_dims(expr.ty))
-        )
+    settled = SETTLED_VALUES.get()
+    dims = static_dims(expr.ty)
+    if index is not None and settled is not None and dims is not None:
+        settled.setdefault(index, np.asarray(value, dtype=str(expr.ty.dtype)).reshape(dims))
 
 
 _INVALID = -2  # a normal-form entry no alternative holds (dimensions are never negative)
@@ -255,7 +255,7 @@ def _split(shapes: NodeShapes) -> Settlement | None:
     if data is None or any(o is None for o in shapes.outputs) or shapes.length != len(shapes.outputs):
         return None
     axis = _axis(shapes, len(data), 0)
-    return _exact(1, [o[axis] for o in shapes.outputs], "split")
+    return _exact(1, [o[axis] for o in shapes.outputs if o is not None], "split")
 
 
 def _center_crop_pad(shapes: NodeShapes) -> Settlement | None:
@@ -408,11 +408,13 @@ def settle(
 ) -> relax.Expr:
     """The node converted once per variant, the result chosen at run time by ``settle``."""
     param = inputs[plan.slot]
-    results = []
+    dims = static_dims(param.ty)
+    assert dims is not None, "a settlement is only made for a parameter of static shape"
+    results: list[relax.Expr] = []
     for variant in plan.variants:
         constant_inputs = list(inputs)
         dtype = str(param.ty.dtype)
-        value = variant.astype(dtype).reshape(static_dims(param.ty))
+        value = variant.astype(dtype).reshape(dims)
         constant_inputs[plan.slot] = relax.const(value, dtype)
         if not results:
             accept(param, value)
@@ -421,7 +423,7 @@ def settle(
     if not plan.rows[0]:  # an empty parameter has one value: nothing to check
         return results[0]
     wide = bb.emit(relax.op.astype(param, plan.compared))
-    given = bb.emit(relax.op.reshape(wide, [int(np.prod(static_dims(param.ty)))]))
+    given = bb.emit(relax.op.reshape(wide, [int(np.prod(dims))]))
     site = _site(op_name, node_name, param, plan.accepted)
     chosen = guard(bb, plan.normal_form(bb, given), plan.rows, plan.variant_of, site, plan.compared)
     return _chosen(bb, results, chosen)
