@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from relay2cmake.dtypes import RAW_BITS, numpy_dtype
+from relay2cmake.dtypes import PACKED, RAW_BITS, lookup, numpy_dtype, pack, unpack
 from relay2cmake.errors import ModelError, describe
 from relay2cmake.frontends import ImportedModel, Reference
 from relay2cmake.symbolic import evaluate
@@ -102,8 +102,13 @@ def make_inputs(
     arrays = []
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
+        bits = lookup(signature.dtype).bits
         if signature.name in imported.settled_values:
             array = imported.settled_values[signature.name]
+        elif signature.dtype in PACKED and signature.dtype.startswith(("int", "uint")):
+            # every value of the type: the sign of int4/int2 is in their top bit
+            low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signature.dtype[0] == "i" else (0, 1 << bits)
+            array = rng.integers(low, high, signature.shape).astype(dtype)
         elif dtype.kind == "f" or signature.dtype in RAW_BITS:
             if unit_floats:
                 array = rng.uniform(0.0, 1.0, signature.shape)
@@ -196,6 +201,10 @@ def tvm_vm_reference(imported: ImportedModel, inputs: Sequence[np.ndarray]) -> l
 
     executable = tvm.compile(imported.module, target=tvm.target.Target("llvm"))
     vm = relax.VirtualMachine(executable, tvm.cpu())
+    # main takes and returns a sub-byte tensor as its packed bytes (the C API's layout)
+    inputs = [
+        pack(a, s.dtype) if s.dtype in PACKED else a for a, s in zip(inputs, imported.inputs, strict=True)
+    ]
     result = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
     values = [result] if hasattr(result, "numpy") else list(result)
     # main also returns the extents of bounded outputs after the outputs: each bounded output
@@ -204,6 +213,8 @@ def tvm_vm_reference(imported: ImportedModel, inputs: Sequence[np.ndarray]) -> l
     arrays = []
     for signature, value in zip(imported.outputs, values, strict=False):
         array = value.numpy()
+        if signature.dtype in PACKED:
+            array = unpack(array, signature.dtype, signature.shape)
         if signature.dynamic_axis is not None:
             shape = list(array.shape)
             shape[signature.dynamic_axis] = next(extents)

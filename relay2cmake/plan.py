@@ -17,6 +17,7 @@ import numpy as np
 
 from relay2cmake import arena
 from relay2cmake.builtins import BUILTIN_FUNCTIONS, INPUT_MARK, LAST_STATES, STACK_STATES, builtin_symbol
+from relay2cmake.dtypes import carrier, storage_bytes
 from relay2cmake.errors import ModelError
 from relay2cmake.kernel_sets import KernelCode
 from relay2cmake.naming import unique_identifiers
@@ -34,12 +35,8 @@ IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm
 IGNORED_PACKED = frozenset({"vm.builtin.check_tensor_info", "vm.builtin.match_shape", "vm.builtin.shape_of"})
 
 
-def dtype_bytes(dtype: str) -> int:
-    return 1 if dtype == "bool" else np.dtype(dtype).itemsize
-
-
 def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * dtype_bytes(dtype)
+    return storage_bytes(dtype, shape)
 
 
 @dataclass(frozen=True)
@@ -373,7 +370,7 @@ class _Builder:
         main = self.lowered.main
         for index, (param, signature) in enumerate(zip(main.params, self.imported.inputs, strict=True)):
             buffer = self.new_buffer(
-                signature.dtype, signature.shape, "input", index, symbolic=signature.symbolic
+                *carrier(signature.dtype, signature.shape), "input", index, symbolic=signature.symbolic
             )
             self.refs[param] = buffer
             self.input_roots.append(buffer)
@@ -459,7 +456,8 @@ class _Builder:
         outputs = _io_table(self.imported.outputs, extent_refs)
         for io, ref in zip(outputs, output_refs, strict=True):
             held = self.buffers[ref]
-            if held["dtype"] != io.dtype or tensor_bytes(held["dtype"], held["shape"]) != io.nbytes:
+            computed = (held["dtype"], tensor_bytes(held["dtype"], held["shape"]))
+            if computed != (carrier(io.dtype, io.shape)[0], io.nbytes):
                 raise ModelError(f"Output {io.name!r} does not match what the lowered model computes.")
         guards = step_guards(
             [self.step_reads(s) for s in self.steps],

@@ -589,19 +589,21 @@ __prefix___status __prefix___input_shape(const __prefix___context* context, size
 size_t __prefix___input_num_bytes(const __prefix___context* context, size_t index) {
   const __prefix___tensor_info* info = __prefix___input_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (__PREFIX___NUM_DIMS == 0) return info->num_bytes;  /* packed sub-byte types: not bytes per element */
   return info->num_bytes / info->num_elements * __prefix___io_elements(context, info, __prefix___input_buffers[index]);
 }
 
 size_t __prefix___output_capacity(const __prefix___context* context, size_t index) {
   const __prefix___tensor_info* info = __prefix___output_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
-  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  if (info->dynamic_axis >= 0 || __PREFIX___NUM_DIMS == 0) return info->num_bytes;  /* a bounded output: its bound */
   return info->num_bytes / info->num_elements * __prefix___io_elements(context, info, __prefix___output_buffers[index]);
 }
 
 size_t __prefix___output_num_bytes(const __prefix___context* context, size_t index) {
   const __prefix___tensor_info* info = __prefix___output_info(index);
   if (info == NULL || info->num_elements == 0) return 0u;
+  if (__PREFIX___NUM_DIMS == 0 && info->dynamic_axis < 0) return info->num_bytes;
   return info->num_bytes / info->num_elements * __prefix___output_num_elements(context, index);
 }
 

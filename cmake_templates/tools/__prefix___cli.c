@@ -189,12 +189,15 @@ int main(int argc, char** argv) {
     }
     inputs[k] = arrays[k].data;
     input_bytes[k] = arrays[k].data_bytes;
+    if (info->element_bits < 8) input_bytes[k] = npy_pack_bits(arrays[k].data, arrays[k].num_elements, info->element_bits);
     input_shapes[k] = arrays[k].shape;
   }
   for (k = 0; k < __PREFIX___NUM_OUTPUTS; ++k) {
     output_bytes[k] = __prefix___output_info(k)->num_bytes;
     /* Aligned as the kernels want their buffers, so that run computes outputs in place. */
-    output_blocks[k] = (unsigned char*)malloc(output_bytes[k] + __PREFIX___WORKSPACE_ALIGNMENT);
+    /* Room to unpack a sub-byte output to one element per byte for its .npy file. */
+    output_blocks[k] = (unsigned char*)malloc(output_bytes[k] + __PREFIX___WORKSPACE_ALIGNMENT +
+                                              (__prefix___output_info(k)->element_bits < 8 ? __prefix___output_info(k)->num_elements : 0u));
     if (output_blocks[k] == NULL) {
       fprintf(stderr, "__prefix___cli: out of memory\n");
       goto done;
@@ -287,6 +290,13 @@ int main(int argc, char** argv) {
     if (length < 0 || (size_t)length >= sizeof(path)) {
       fprintf(stderr, "__prefix___cli: the output directory's path is too long\n");
       goto done;
+    }
+    if (info->element_bits < 8) {
+      /* .npy holds one element per byte: unpacked from the end, so that it fits in place */
+      size_t elements = __prefix___output_num_elements(context, k), e;
+      unsigned char* data = (unsigned char*)outputs[k];
+      for (e = elements; e-- > 0;) data[e] = (unsigned char)npy_packed_element(data, e, info->element_bits);
+      bytes = elements;
     }
     if (npy_write(path, info->npy_descr, info->ndim, dims, outputs[k], bytes, error, sizeof(error)) != 0) {
       fprintf(stderr, "__prefix___cli: output %u ('%s'): %s\n", (unsigned)k, printable(info->name, name, sizeof(name)),

@@ -129,6 +129,8 @@ class TensorView:
     bounded: bool
     num_elements: int
     nbytes: int
+    element_bits: int  # 4 or 2 for the packed sub-byte types
+    buffer_elements: int  # of ctype in the caller's buffer (packed types: bytes)
 
 
 @dataclass(frozen=True)
@@ -319,6 +321,8 @@ def _tensor_views(tensors, prefix: str, shapes: _Shapes, dims: tuple = ()) -> tu
                 bounded=t.dynamic_axis is not None,
                 num_elements=t.num_elements,
                 nbytes=t.nbytes,
+                element_bits=dtype.bits,
+                buffer_elements=t.num_elements if not dtype.packed else t.nbytes,
             )
         )
     return tuple(views)

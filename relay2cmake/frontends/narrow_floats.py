@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from tvm import te
+    from tvm import te, tirx
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Float8:
     nan: int  # the encoding of NaN (ORed with the sign where the format has signed NaNs)
     infinity: int | None  # the encoding of +infinity, None where the format has none
     negative_zero: bool  # False: the FNUZ formats, where 0x80 is NaN
+    bits: int = 8  # FLOAT4E2M1 (``FLOAT4``) has 4
 
 
 FORMATS: dict[str, Float8] = {
@@ -35,6 +36,9 @@ FORMATS: dict[str, Float8] = {
     "float8_e5m2": Float8(2, 15, 57344.0, 0x7F, 0x7C, True),
     "float8_e5m2fnuz": Float8(2, 16, 57344.0, 0x80, None, False),
 }
+# No NaN and no infinity: a NaN becomes a zero of the opposite sign (as ml_dtypes, and so
+# ONNX's test data, have it), an overflow the largest value whatever ``saturate`` says.
+FLOAT4 = Float8(1, 1, 6.0, 0x8, None, True, bits=4)
 E8M0 = "float8_e8m0fnu"  # exponent only: 2^(bits - 127), 0xFF is NaN; no sign, no zero
 NARROW = frozenset(FORMATS) | {E8M0}
 
@@ -66,14 +70,14 @@ def encode(x: te.Tensor, dtype: str, saturate: bool, round_mode: str) -> te.Tens
         code = (
             _e8m0_code(value, saturate, round_mode)
             if dtype == E8M0
-            else _code(value, FORMATS[dtype], saturate)
+            else float_code(value, FORMATS[dtype], saturate)
         )
         return tirx.reinterpret(dtype, code.astype("uint8"))
 
     return te.compute(x.shape, element, name="encode_float8")
 
 
-def _code(value, fmt: Float8, saturate: bool):
+def float_code(value: tirx.PrimExpr, fmt: Float8, saturate: bool) -> tirx.PrimExpr:
     """The encoding of one float32 ``value`` in ``fmt`` (an int32 expression)."""
     from tvm import tirx
 
@@ -111,12 +115,13 @@ def _code(value, fmt: Float8, saturate: bool):
 
     def from_code(code):
         bits = tirx.reinterpret("int32", value)
-        signed = code | (((bits >> i32(31)) & i32(1)) << i32(7))
+        sign = ((bits >> i32(31)) & i32(1)) << i32(fmt.bits - 1)
+        signed = code | sign
         if not fmt.negative_zero:  # no -0 (and 0x80 is NaN): a zero keeps no sign
             signed = tirx.Select(code == i32(0), code, signed)
         # NaN told by its bits: TVM's simplifier folds ``x != x`` to false
         is_nan = (bits & i32(0x7FFFFFFF)) > i32(0x7F800000)
-        return tirx.Select(is_nan, i32(fmt.nan), signed)
+        return tirx.Select(is_nan, i32(fmt.nan) ^ sign if fmt is FLOAT4 else i32(fmt.nan), signed)
 
     return _let(_let(tirx.abs(value), "float32", from_magnitude), "int32", from_code)
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from relay2cmake.dtypes import numpy_dtype
+from relay2cmake.dtypes import PACKED, carrier, numpy_dtype
 from relay2cmake.errors import ModelError, UserError, describe
 from relay2cmake.frontends import (
     ImportedModel,
@@ -184,6 +184,11 @@ def _input_signatures(
                 dims[dim_name] = DimRange(dim_name, f"dim{len(dims)}", *value)
             shape.append(value[1])
             symbolic.append(DimExpr("dim", list(dims).index(dim_name)))
+        if dtype in PACKED and any(symbolic):
+            raise UserError(
+                f"{what} has the sub-byte type {dtype}, whose packed buffer needs a static shape; "
+                f"give one with --input-shape {vi.name}=D0,D1,..."
+            )
         signatures.append(
             TensorSignature(vi.name, dtype, tuple(shape), symbolic=tuple(symbolic) if any(symbolic) else ())
         )
@@ -252,7 +257,7 @@ def _tvm_shape(signature: TensorSignature, variables: dict) -> list:
     from tvm import tirx
 
     if not signature.symbolic:
-        return list(signature.shape)
+        return list(carrier(signature.dtype, signature.shape)[1])  # sub-byte types: the packed bytes
     return [
         variables.setdefault(dim_symbol(sym), tirx.Var(dim_symbol(sym), "int64")) if sym else value
         for value, sym in zip(signature.shape, signature.symbolic, strict=True)
@@ -419,10 +424,10 @@ def import_onnx(
         # user's terminal for our own messages.
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            module, bounded = from_onnx(
+            module, bounded, packed_outputs = from_onnx(
                 model,
                 shape_dict={s.name: _tvm_shape(s, variables) for s in inputs},
-                dtype_dict={s.name: s.dtype for s in inputs},
+                dtype_dict={s.name: carrier(s.dtype, s.shape)[0] for s in inputs},
                 opset=opset,
                 weights_folder=path.parent,
             )
@@ -437,7 +442,7 @@ def import_onnx(
         DECLARED_SHAPES.reset(declared_token)
         SETTLED_VALUES.reset(settled_token)
 
-    outputs = _output_signatures(module, output_names, bounded, dims)
+    outputs = _output_signatures(module, output_names, bounded, dims, packed_outputs)
     module = with_dim_bounds(module, dims)
     return ImportedModel(
         module=module,
@@ -578,10 +583,15 @@ def _freeze_hint(model: onnx.ModelProto) -> str:
 
 
 def _output_signatures(
-    module, names: tuple[str, ...], bounded: dict[str, int], dims: tuple[DimRange, ...] = ()
+    module,
+    names: tuple[str, ...],
+    bounded: dict[str, int],
+    dims: tuple[DimRange, ...] = (),
+    packed: dict[str, tuple[str, tuple[int, ...]]] | None = None,
 ) -> tuple[TensorSignature, ...]:
     """Output dtypes and shapes as Relax inferred them (the ONNX declaration may omit them).
-    A bounded output's shape is its upper bound; ``main`` also returns its extent."""
+    A bounded output's shape is its upper bound; ``main`` also returns its extent. A sub-byte
+    output (``packed``: its type and shape) is returned as its packed bytes."""
     from tvm import relax
 
     ret = module["main"].ret_ty
@@ -596,6 +606,10 @@ def _output_signatures(
                 "shape-like inputs or on operators computed at run time; freeze those with "
                 "--constant-input, as a static package needs every shape at generation time."
             )
+        if name in (packed or {}):
+            dtype, unpacked_shape = (packed or {})[name]
+            signatures.append(TensorSignature(name, dtype, unpacked_shape))
+            continue
         shape, symbolic = symbolic_shape(info.shape.values, dims, f"Output {name!r}")
         signatures.append(TensorSignature(name, str(info.dtype), shape, bounded.get(name), symbolic))
     return tuple(signatures)

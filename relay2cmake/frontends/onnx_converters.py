@@ -26,12 +26,15 @@ Relax from static shapes:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import onnx
 import tvm
+from onnx import numpy_helper
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import (
     ONNXGraphImporter,
@@ -43,7 +46,7 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
 
 from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.dtypes import numpy_dtype
-from relay2cmake.frontends import onnx_bounded, onnx_given_parameters, onnx_settled
+from relay2cmake.frontends import onnx_bounded, onnx_given_parameters, onnx_settled, onnx_sub_byte
 from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.tensor_memory import adopted_tensor
@@ -602,15 +605,20 @@ class CastLike(OnnxOpConverter):
 
     @classmethod
     def _impl_v15(cls, bb, inputs, attr, params):
-        target = getattr(getattr(inputs[1], "ty", None), "dtype", None)
+        target = onnx_sub_byte.input_type(1) or getattr(getattr(inputs[1], "ty", None), "dtype", None)
         narrow = _narrow_cast(bb, inputs[0], str(target), attr) if target is not None else None
         return narrow if narrow is not None else _theirs("CastLike", bb, inputs, attr, params)
 
 
 def _narrow_cast(bb, data, target: str, attr) -> relax.Expr | None:
-    """``data`` cast to ``target`` when either is an 8-bit float type, else None."""
+    """``data`` cast to ``target`` when either is an 8-bit float type or ``target`` is a
+    sub-byte type, else None."""
     from relay2cmake.frontends import narrow_floats
 
+    if target in onnx_sub_byte.CARRIERS:
+        if str(data.ty.dtype) in narrow_floats.NARROW:
+            data = _decoded(bb, data, "float32")
+        return onnx_sub_byte.cast(bb, data, target)
     source = getattr(getattr(data, "ty", None), "dtype", None)
     if source is None or (str(source) not in narrow_floats.NARROW and target not in narrow_floats.NARROW):
         return None
@@ -727,6 +735,11 @@ class Constant(OnnxOpConverter):
         for name, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
             if name in attr:
                 return relax.const(np.asarray(list(attr[name]), dtype=dtype).reshape(-1))
+        value = attr.get("value")
+        if isinstance(value, onnx.TensorProto):
+            array = numpy_helper.to_array(value)
+            if array.dtype.name in onnx_sub_byte.CARRIERS:
+                return relax.const(onnx_sub_byte.carrier_array(array))
         return _theirs("Constant", bb, inputs, attr, params)
 
 
@@ -837,7 +850,8 @@ class DequantizeLinear(OnnxOpConverter):
         x, scale = inputs[0], inputs[1]
         zero_point = inputs[2] if len(inputs) > 2 else None
         block = int(attr.get("block_size", 0))
-        if str(x.ty.dtype) not in narrow_floats.NARROW and not block:
+        sub_byte = onnx_sub_byte.input_type(0) is not None  # carried as int8/uint8/float32
+        if str(x.ty.dtype) not in narrow_floats.NARROW and not block and not sub_byte:
             return _theirs("DequantizeLinear", bb, inputs, attr, params)
         axis = int(attr.get("axis", 1))
 
@@ -861,18 +875,22 @@ class QuantizeLinear(OnnxOpConverter):
         x, scale = inputs[0], inputs[1]
         zero_point = inputs[2] if len(inputs) > 2 else None
         target = str(zero_point.ty.dtype) if zero_point is not None else "uint8"
+        target = onnx_sub_byte.input_type(2) or target
         if int(attr.get("output_dtype", 0)):
             target = ONNX_DTYPES.get(int(attr["output_dtype"]), target)
         block = int(attr.get("block_size", 0))
-        if target not in narrow_floats.NARROW and not block:
+        sub_byte = target in onnx_sub_byte.CARRIERS
+        if target not in narrow_floats.NARROW and not block and not sub_byte:
             return _theirs("QuantizeLinear", bb, inputs, attr, params)
         axis = int(attr.get("axis", 1))
 
         value = bb.emit(relax.op.divide(_float32_values(bb, x), _parameter(bb, scale, x, axis, block)))
-        if target not in narrow_floats.NARROW:  # an integer type: rounded to even, saturated
+        if target not in narrow_floats.NARROW and target != onnx_sub_byte.FLOAT4:  # rounded to even
             value = relax.op.round(value)
         if zero_point is not None:
             value = bb.emit(relax.op.add(value, _parameter(bb, zero_point, x, axis, block)))
+        if sub_byte:
+            return onnx_sub_byte.quantized(bb, value, target)
         if target in narrow_floats.NARROW:
             saturate = bool(attr.get("saturate", 1))
             return bb.emit_te(
@@ -1205,17 +1223,21 @@ class Importer(ONNXGraphImporter):
     """
 
     weights_folder: Path | None = None  # the model's, where its external data is
+    sub_byte_values: Mapping[str, str] = MappingProxyType({})  # the values of a sub-byte type
 
     def _parse_array(self, tensor_proto: onnx.TensorProto) -> tvm.runtime.Tensor:
         """An initializer as a tensor holding the array read for it: external data is read
         once, into TVM's memory (TVM's own reads it through onnx and copies it)."""
         values = initializer_values(tensor_proto, self.weights_folder)
+        if values.dtype.name in onnx_sub_byte.CARRIERS:  # int4 weights, ...: one per element
+            values = onnx_sub_byte.carrier_array(values)
         return adopted_tensor(values.reshape(tuple(tensor_proto.dims)))
 
     def from_onnx(self, graph: onnx.GraphProto, opset: int) -> tvm.IRModule:
         self._top_graph = graph
         self._bounded: dict[relax.Expr, tuple[int, relax.Expr]] = {}
         self.bounded_outputs: dict[str, int] = {}
+        self.packed_outputs: dict[str, tuple[str, tuple[int, ...]]] = {}
         declared = len(graph.output)
         try:
             return super().from_onnx(graph, opset)
@@ -1223,9 +1245,13 @@ class Importer(ONNXGraphImporter):
             del graph.output[declared:]  # the caller's model stays as it was
 
     def _construct_nodes(self, graph):
+        top = graph is self._top_graph
+        if top:
+            self._unpack_inputs(graph)
         super()._construct_nodes(graph)
-        if graph is not self._top_graph:
+        if not top:
             return
+        self._pack_outputs(graph)
         # TVM's from_onnx returns graph.output in order; extents ride along as extra outputs.
         for output in list(graph.output):
             value = self._nodes[output.name]
@@ -1234,6 +1260,29 @@ class Importer(ONNXGraphImporter):
                 self.bounded_outputs[output.name] = axis
                 self._nodes[output.name + COUNT_SUFFIX] = count
                 graph.output.add().name = output.name + COUNT_SUFFIX
+
+    def _unpack_inputs(self, graph):
+        """A sub-byte input arrives as its packed bytes (``main``'s parameter): the nodes
+        read it unpacked, one element per carrier slot (onnx_sub_byte)."""
+        for vi in graph.input:
+            dtype = self.sub_byte_values.get(vi.name)
+            if dtype is not None and vi.name in self._inputs:
+                shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                self._nodes[vi.name] = onnx_sub_byte.unpacked(self.bb, self._inputs[vi.name], dtype, shape)
+
+    def _pack_outputs(self, graph):
+        for output in graph.output:
+            dtype = self.sub_byte_values.get(output.name)
+            if dtype is None:
+                continue
+            value = self._nodes[output.name]
+            if value in self._bounded:
+                raise NotImplementedError(f"Output {output.name!r} of type {dtype} has a data-dependent size")
+            shape = _static_shape(value)
+            if shape is None:
+                raise NotImplementedError(f"Output {output.name!r} of type {dtype} has no static shape")
+            self.packed_outputs[output.name] = (dtype, tuple(shape))
+            self._nodes[output.name] = onnx_sub_byte.packed(self.bb, value, dtype)
 
     def _check_for_unsupported_ops(self, graph):
         missing = {n.op_type for n in graph.node if n.op_type not in known_operators() | {"Constant"}}
@@ -1258,11 +1307,15 @@ class Importer(ONNXGraphImporter):
             [declared.get(n) for n in node.output] if node else None
         )
         inputs_token = onnx_settled.MODEL_INPUTS.set(list(self._inputs.values()))
+        types_token = onnx_sub_byte.NODE_INPUT_TYPES.set(
+            tuple(self.sub_byte_values.get(n) for n in node.input) if node else ()
+        )
         try:
             return self._settled_or_converted(node, op_name, inputs, attrs, opset)
         finally:
             onnx_settled.NODE_OUTPUT_SHAPES.reset(shapes_token)
             onnx_settled.MODEL_INPUTS.reset(inputs_token)
+            onnx_sub_byte.NODE_INPUT_TYPES.reset(types_token)
 
     def _settled_or_converted(self, node, op_name, inputs, attrs, opset):
         plan = (
@@ -1385,11 +1438,13 @@ def from_onnx(
     dtype_dict: dict[str, str],
     opset: int,
     weights_folder: Path | None = None,
-) -> tuple[tvm.IRModule, dict[str, int]]:
+) -> tuple[tvm.IRModule, dict[str, int], dict[str, tuple[str, tuple[int, ...]]]]:
     """``tvm.relax.frontend.onnx.from_onnx`` with our converters (same arguments, checker
-    left to the caller; ``weights_folder``: where external data is). Returns the module and
-    ``Importer.bounded_outputs``."""
+    left to the caller; ``weights_folder``: where external data is; a sub-byte input's shape
+    and dtype are its packed bytes'). Returns the module, ``Importer.bounded_outputs`` and
+    ``Importer.packed_outputs``."""
     importer = Importer(shape_dict, dtype_dict, keep_params_in_input=False, sanitize=True)
     importer.weights_folder = weights_folder
+    importer.sub_byte_values = onnx_sub_byte.value_types(model)
     module = importer.from_onnx(model.graph, opset)
-    return module, importer.bounded_outputs
+    return module, importer.bounded_outputs, importer.packed_outputs

@@ -25,4 +25,10 @@ ONNX_DTYPES: dict[int, str] = {
     TensorProto.FLOAT8E5M2: "float8_e5m2",
     TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
     TensorProto.FLOAT8E8M0: "float8_e8m0fnu",
+    # Packed in the C API; carried one per element inside a package (onnx_sub_byte).
+    TensorProto.INT4: "int4",
+    TensorProto.UINT4: "uint4",
+    TensorProto.INT2: "int2",
+    TensorProto.UINT2: "uint2",
+    TensorProto.FLOAT4E2M1: "float4_e2m1fn",
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -389,6 +390,48 @@ def raw_bit_dtypes() -> onnx.ModelProto:
         initializer=[_const("quarter", np.array(0.25, dtype=np.float32))],
     )
     return _model(graph, opset=21)  # float8 Cast needs opset 19
+
+
+def sub_byte_dtypes() -> onnx.ModelProto:
+    """int4, uint4, int2 and float4 tensors at the API (odd element counts: the last byte is
+    half used) and an int4 weight dequantized per column inside."""
+    rng = _rng(21)
+    weight = rng.integers(-8, 8, (5, 3)).astype(np.float32).astype(ml_dtypes.int4)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "x_scale", "x_zero"], ["x_float"]),
+        helper.make_node("Add", ["x_float", "f"], ["sum"]),
+        helper.make_node("QuantizeLinear", ["sum", "q_scale", "q_zero"], ["q"]),
+        helper.make_node("Cast", ["sum"], ["half"], to=TensorProto.FLOAT4E2M1),
+        helper.make_node("Cast", ["x"], ["wrapped"], to=TensorProto.INT2),
+        helper.make_node("DequantizeLinear", ["w", "w_scale"], ["w_float"], axis=1),
+        helper.make_node("MatMul", ["x_float", "w_float"], ["product"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sub_byte_dtypes",
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT4, [3, 5]),
+            helper.make_tensor_value_info("f", TensorProto.FLOAT, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("q", TensorProto.UINT4, [3, 5]),
+            helper.make_tensor_value_info("half", TensorProto.FLOAT4E2M1, [3, 5]),
+            helper.make_tensor_value_info("wrapped", TensorProto.INT2, [3, 5]),
+            helper.make_tensor_value_info("product", TensorProto.FLOAT, [3, 3]),
+        ],
+        initializer=[
+            _const("x_scale", np.array(0.5, np.float32)),
+            _const("x_zero", np.array(1, np.float32).astype(ml_dtypes.int4)),
+            _const("q_scale", np.array(0.25, np.float32)),
+            _const("q_zero", np.array(8, np.float32).astype(ml_dtypes.uint4)),
+            _const("w", weight),
+            _const("w_scale", np.array([0.5, 0.25, 0.125], np.float32)),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    model.ir_version = 12  # INT2 and opset 25
+    onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1):

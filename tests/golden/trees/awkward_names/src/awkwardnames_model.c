@@ -16,16 +16,16 @@ int32_t __tvm_ffi_awkwardnames_subtract(void* self, void* args, int32_t num_args
 static const int64_t awkwardnames_shape_0[] = { 2, 3 };
 
 const awkwardnames_tensor_info awkwardnames_input_table[] = {
-  { "input:0", "input_0", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
-  { "1", "t_1", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
-  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
+  { "input:0", "input_0", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1, 32 },
+  { "1", "t_1", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1, 32 },
+  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1, 0 }
 };
 
 const awkwardnames_tensor_info awkwardnames_output_table[] = {
-  { "a.b", "a_b_2", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
-  { "a_b", "a_b", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
-  { "float", "float_", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1 },
-  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
+  { "a.b", "a_b_2", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1, 32 },
+  { "a_b", "a_b", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1, 32 },
+  { "float", "float_", AWKWARDNAMES_DTYPE_FLOAT32, "float32", "<f4", 2, awkwardnames_shape_0, 6u, 24u, -1, 32 },
+  { NULL, NULL, (awkwardnames_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1, 0 }
 };
 
 const size_t awkwardnames_input_fields[] = {

@@ -592,19 +592,21 @@ awkwardnames_status awkwardnames_input_shape(const awkwardnames_context* context
 size_t awkwardnames_input_num_bytes(const awkwardnames_context* context, size_t index) {
   const awkwardnames_tensor_info* info = awkwardnames_input_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (AWKWARDNAMES_NUM_DIMS == 0) return info->num_bytes;  /* packed sub-byte types: not bytes per element */
   return info->num_bytes / info->num_elements * awkwardnames_io_elements(context, info, awkwardnames_input_buffers[index]);
 }
 
 size_t awkwardnames_output_capacity(const awkwardnames_context* context, size_t index) {
   const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
-  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  if (info->dynamic_axis >= 0 || AWKWARDNAMES_NUM_DIMS == 0) return info->num_bytes;  /* a bounded output: its bound */
   return info->num_bytes / info->num_elements * awkwardnames_io_elements(context, info, awkwardnames_output_buffers[index]);
 }
 
 size_t awkwardnames_output_num_bytes(const awkwardnames_context* context, size_t index) {
   const awkwardnames_tensor_info* info = awkwardnames_output_info(index);
   if (info == NULL || info->num_elements == 0) return 0u;
+  if (AWKWARDNAMES_NUM_DIMS == 0 && info->dynamic_axis < 0) return info->num_bytes;
   return info->num_bytes / info->num_elements * awkwardnames_output_num_elements(context, index);
 }
 

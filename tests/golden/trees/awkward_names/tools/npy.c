@@ -282,6 +282,36 @@ int npy_descr_accepted(const char* want, const char* got, int raw_bits) {
   return got[1] == 'V' || (got[1] == 'f' && got_size == 1);
 }
 
+size_t npy_pack_bits(void* data, size_t elements, int element_bits) {
+  unsigned char* bytes = (unsigned char*)data;
+  size_t per_byte = (size_t)(8 / element_bits), i;
+  unsigned mask = (1u << element_bits) - 1u;
+  size_t packed = (elements * (size_t)element_bits + 7u) / 8u;
+  /* Byte j is written after elements j * per_byte.. are read, and j <= j * per_byte. */
+  for (i = 0; i < packed; ++i) {
+    unsigned value = 0;
+    size_t lane;
+    for (lane = 0; lane < per_byte && i * per_byte + lane < elements; ++lane) {
+      value |= (bytes[i * per_byte + lane] & mask) << (lane * (size_t)element_bits);
+    }
+    bytes[i] = (unsigned char)value;
+  }
+  return packed;
+}
+
+unsigned npy_packed_element(const void* packed, size_t i, int element_bits) {
+  size_t per_byte = (size_t)(8 / element_bits);
+  unsigned byte = ((const unsigned char*)packed)[i / per_byte];
+  return (byte >> ((i % per_byte) * (size_t)element_bits)) & ((1u << element_bits) - 1u);
+}
+
+void npy_unpack_bits(const void* packed, size_t elements, int element_bits, void* out) {
+  size_t i;
+  for (i = 0; i < elements; ++i) {
+    ((unsigned char*)out)[i] = (unsigned char)npy_packed_element(packed, i, element_bits);
+  }
+}
+
 double npy_element(const char* descr, const void* data, size_t i) {
   const unsigned char* bytes = (const unsigned char*)data;
   char kind = descr[1];

@@ -36,6 +36,13 @@ double npy_bfloat16(const void* data, size_t i);
  * same width as written by ml_dtypes. */
 int npy_descr_accepted(const char* want, const char* got, int raw_bits);
 double npy_element(const char* descr, const void* data, size_t i);
+/* Sub-byte types (element_bits 4 or 2): a .npy file holds one element per byte (its bits at
+ * the bottom, as ml_dtypes does), a C buffer packs them (see the model header). Packs
+ * `elements` bytes of data in place and returns the packed size; unpacks into `out`. */
+size_t npy_pack_bits(void* data, size_t elements, int element_bits);
+void npy_unpack_bits(const void* packed, size_t elements, int element_bits, void* out);
+/* Element i of a packed buffer: its bits. */
+unsigned npy_packed_element(const void* packed, size_t i, int element_bits);
 /* A whole file (a weights file, not .npy) in memory whose data is 64-byte aligned. */
 typedef struct npy_blob {
   void* block;  /* malloc'd; release with npy_free_blob */

@@ -5,8 +5,9 @@
 /*
  * Builtins: the operators whose output size depends on the data (NonZero, Compress,
  * Unique, NonMaxSuppression), sorting (TopK, Sort, ArgSort: TVM's kernels would look up
- * tvm.contrib.sort at run time), the index check, and the outputs of a recurrence over a
- * sequence of run-time length. The first kind writes into a buffer
+ * tvm.contrib.sort at run time), the index check, the check of a shape parameter read at
+ * run time, and the outputs of a recurrence over a sequence of run-time length. The first
+ * kind writes into a buffer
  * sized for the worst case, laid out compactly as the actual shape would be (the tail is
  * zeroed), and stores the actual extent in an int64[1] tensor. They take the kernels'
  * calling convention, so the step table calls them alike.
@@ -575,6 +576,31 @@ int32_t passthrough_builtin_check_indices(void* self, void* args, int32_t num_ar
     }
   }
   return 0;
+}
+
+/* settle(choices, site) -> chosen: a shape parameter read at run time (onnx_settled.py) was
+ * compared with each of the values the package was generated for; choices[k] is the variant
+ * the k-th value selects, or -1 when the tensor does not hold it. The first match is chosen;
+ * none stops the run before a kernel uses a result computed for other values. */
+int32_t passthrough_builtin_settle(void* self, void* args, int32_t num_args, void* result) {
+  const TVMFFIAny* any = (const TVMFFIAny*)args;
+  const DLTensor* choices = passthrough_arg_tensor(args, 0);
+  const char* site = passthrough_builtin_texts[any[1].v_int64];
+  DLTensor* chosen = passthrough_arg_tensor(args, num_args - 1);
+  int64_t total = passthrough_num_elements(choices), i;
+  const char* parts[1];
+  (void)self;
+  (void)result;
+  for (i = 0; i < total; ++i) {
+    int64_t choice = ((const int64_t*)choices->data)[i];
+    if (choice >= 0) {
+      ((int64_t*)chosen->data)[0] = choice;
+      return 0;
+    }
+  }
+  parts[0] = "; the tensor given holds other values";
+  passthrough_backend_set_error(site, parts, 1);
+  return PASSTHROUGH_BUILTIN_INVALID_INPUT;
 }
 
 /* The outputs of a recurrence unrolled to M steps over a sequence of run-time length L: its

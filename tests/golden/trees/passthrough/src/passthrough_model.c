@@ -15,15 +15,15 @@ static const int64_t passthrough_shape_0[] = { 2, 5 };
 static const int64_t passthrough_shape_1[] = { 2, 3 };
 
 const passthrough_tensor_info passthrough_input_table[] = {
-  { "x", "x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
-  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
+  { "x", "x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1, 32 },
+  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1, 0 }
 };
 
 const passthrough_tensor_info passthrough_output_table[] = {
-  { "echo", "echo", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
-  { "exp_x", "exp_x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1 },
-  { "table", "table", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_1, 6u, 24u, -1 },
-  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1 }
+  { "echo", "echo", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1, 32 },
+  { "exp_x", "exp_x", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_0, 10u, 40u, -1, 32 },
+  { "table", "table", PASSTHROUGH_DTYPE_FLOAT32, "float32", "<f4", 2, passthrough_shape_1, 6u, 24u, -1, 32 },
+  { NULL, NULL, (passthrough_dtype)0, NULL, NULL, 0, NULL, 0u, 0u, -1, 0 }
 };
 
 const size_t passthrough_input_fields[] = {

@@ -592,19 +592,21 @@ passthrough_status passthrough_input_shape(const passthrough_context* context, s
 size_t passthrough_input_num_bytes(const passthrough_context* context, size_t index) {
   const passthrough_tensor_info* info = passthrough_input_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
+  if (PASSTHROUGH_NUM_DIMS == 0) return info->num_bytes;  /* packed sub-byte types: not bytes per element */
   return info->num_bytes / info->num_elements * passthrough_io_elements(context, info, passthrough_input_buffers[index]);
 }
 
 size_t passthrough_output_capacity(const passthrough_context* context, size_t index) {
   const passthrough_tensor_info* info = passthrough_output_info(index);
   if (context == NULL || info == NULL || info->num_elements == 0) return 0u;
-  if (info->dynamic_axis >= 0) return info->num_bytes;  /* a bounded output: room for its bound */
+  if (info->dynamic_axis >= 0 || PASSTHROUGH_NUM_DIMS == 0) return info->num_bytes;  /* a bounded output: its bound */
   return info->num_bytes / info->num_elements * passthrough_io_elements(context, info, passthrough_output_buffers[index]);
 }
 
 size_t passthrough_output_num_bytes(const passthrough_context* context, size_t index) {
   const passthrough_tensor_info* info = passthrough_output_info(index);
   if (info == NULL || info->num_elements == 0) return 0u;
+  if (PASSTHROUGH_NUM_DIMS == 0 && info->dynamic_axis < 0) return info->num_bytes;
   return info->num_bytes / info->num_elements * passthrough_output_num_elements(context, index);
 }
 

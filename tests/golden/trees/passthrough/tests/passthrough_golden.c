@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
     input_ptrs[k] = inputs[k].data;
     input_shapes[k] = inputs[k].shape;
     input_bytes[k] = inputs[k].data_bytes;
+    if (info->element_bits < 8) input_bytes[k] = npy_pack_bits(inputs[k].data, inputs[k].num_elements, info->element_bits);
   }
   for (k = 0; k < PASSTHROUGH_NUM_OUTPUTS; ++k) {
     if (load(argv[1], "expected", k, &expected[k]) != 0) return 1;
@@ -141,8 +142,11 @@ int main(int argc, char** argv) {
     /* A whole expected output (as gen's own check has it) is compared whole. */
     size_t stride = (expected[k].data_bytes == bytes ? 1u : stride_table[k]), sample;
     size_t sampled = (elements + stride - 1) / stride;
-    int size_ok = elements == 0 ? expected[k].data_bytes == 0 : expected[k].data_bytes == bytes / elements * sampled;
+    int size_ok;
     info = passthrough_output_info(k);
+    /* expected_k.npy: one element per byte for a packed sub-byte type */
+    size_ok = elements == 0 ? expected[k].data_bytes == 0
+                            : expected[k].data_bytes == (info->element_bits < 8 ? 1u : bytes / elements) * sampled;
     if (strcmp(expected[k].descr, info->npy_descr) != 0 || !size_ok) {
       fprintf(stderr, "expected_%u.npy does not match output '%s' (dtype or size)\n", (unsigned)k, info->name);
       return 1;
@@ -152,6 +156,10 @@ int main(int argc, char** argv) {
       double want = bfloat16 ? npy_bfloat16(expected[k].data, sample)
                              : npy_element(info->npy_descr, expected[k].data, sample);
       double got = bfloat16 ? npy_bfloat16(outputs[0][k], e) : npy_element(info->npy_descr, outputs[0][k], e);
+      if (info->element_bits < 8) {  /* the bits compared exactly (their tolerance is 0) */
+        want = (double)((unsigned)want & ((1u << info->element_bits) - 1u));
+        got = (double)npy_packed_element(outputs[0][k], e, info->element_bits);
+      }
       double error = fabs(got - want);
       if (!matches(got, want, atol_table[k], rtol_table[k])) ++bad;
       if (isfinite(error) && error > worst) worst = error;

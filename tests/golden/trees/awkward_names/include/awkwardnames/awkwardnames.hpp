@@ -59,6 +59,7 @@ struct input_0 {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
 };
 struct t_1 {
   using type = float;
@@ -67,6 +68,7 @@ struct t_1 {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
 };
 }  // namespace input
 
@@ -78,6 +80,7 @@ struct a_b_2 {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct a_b {
@@ -87,6 +90,7 @@ struct a_b {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct float_ {
@@ -96,6 +100,7 @@ struct float_ {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 }  // namespace output
@@ -112,9 +117,9 @@ struct Outputs {
 };
 
 struct OutputVectors {
-  std::vector<float> a_b_2 = std::vector<float>(output::a_b_2::num_elements);
-  std::vector<float> a_b = std::vector<float>(output::a_b::num_elements);
-  std::vector<float> float_ = std::vector<float>(output::float_::num_elements);
+  std::vector<float> a_b_2 = std::vector<float>(output::a_b_2::buffer_elements);
+  std::vector<float> a_b = std::vector<float>(output::a_b::buffer_elements);
+  std::vector<float> float_ = std::vector<float>(output::float_::buffer_elements);
 };
 
 /* One context: all mutable state of a run. Use one per thread; move-only. */

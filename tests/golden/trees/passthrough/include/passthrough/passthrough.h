@@ -79,7 +79,10 @@ typedef enum passthrough_status {
 } passthrough_status;
 
 /* Element types. bfloat16 and the float8 kinds have no C arithmetic type: buffers hold their
- * raw bits (uint16_t, uint8_t), as ml_dtypes lays them out. */
+ * raw bits (uint16_t, uint8_t), as ml_dtypes lays them out. The sub-byte types are packed as
+ * ONNX stores them: int4, uint4 and float4_e2m1fn two per byte, int2 and uint2 four per byte,
+ * element i in the bits from (i % n) * element_bits up of byte i / n; the last byte is padded
+ * with zero bits. */
 typedef enum passthrough_dtype {
   PASSTHROUGH_DTYPE_FLOAT32 = 1,
   PASSTHROUGH_DTYPE_FLOAT64 = 2,
@@ -98,9 +101,15 @@ typedef enum passthrough_dtype {
   PASSTHROUGH_DTYPE_FLOAT8_E4M3FNUZ = 15,
   PASSTHROUGH_DTYPE_FLOAT8_E5M2 = 16,
   PASSTHROUGH_DTYPE_FLOAT8_E5M2FNUZ = 17,
-  PASSTHROUGH_DTYPE_FLOAT8_E8M0FNU = 18
+  PASSTHROUGH_DTYPE_FLOAT8_E8M0FNU = 18,
+  PASSTHROUGH_DTYPE_INT4 = 19,
+  PASSTHROUGH_DTYPE_UINT4 = 20,
+  PASSTHROUGH_DTYPE_INT2 = 21,
+  PASSTHROUGH_DTYPE_UINT2 = 22,
+  PASSTHROUGH_DTYPE_FLOAT4_E2M1FN = 23
 } passthrough_dtype;
 #define PASSTHROUGH_DTYPE_IS_RAW_BITS(dtype) ((dtype) >= PASSTHROUGH_DTYPE_BFLOAT16)
+#define PASSTHROUGH_DTYPE_IS_PACKED(dtype) ((dtype) >= PASSTHROUGH_DTYPE_INT4)
 
 /* One model input or output. */
 typedef struct passthrough_tensor_info {
@@ -114,6 +123,7 @@ typedef struct passthrough_tensor_info {
   size_t num_elements;     /* of that shape */
   size_t num_bytes;        /* of that shape: the size of the caller's buffer */
   int32_t dynamic_axis;    /* -1, or the axis of a bounded output whose extent depends on the data */
+  int32_t element_bits;    /* 4 or 2 for the packed types (two or four per byte), else 8 * sizeof */
 } passthrough_tensor_info;
 
 /* Dimensions chosen at run time, within ranges fixed at generation (--input-shape NAME=LO..HI).

@@ -59,6 +59,7 @@ struct x {
   static constexpr std::array<std::int64_t, 2> shape{2, 5};
   static constexpr std::size_t num_elements = 10;
   static constexpr std::size_t bytes = 40;
+  static constexpr std::size_t buffer_elements = 10;  // of type (packed types: bytes)
 };
 }  // namespace input
 
@@ -70,6 +71,7 @@ struct echo {
   static constexpr std::array<std::int64_t, 2> shape{2, 5};
   static constexpr std::size_t num_elements = 10;  // the upper bound when bounded
   static constexpr std::size_t bytes = 40;
+  static constexpr std::size_t buffer_elements = 10;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct exp_x {
@@ -79,6 +81,7 @@ struct exp_x {
   static constexpr std::array<std::int64_t, 2> shape{2, 5};
   static constexpr std::size_t num_elements = 10;  // the upper bound when bounded
   static constexpr std::size_t bytes = 40;
+  static constexpr std::size_t buffer_elements = 10;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 struct table {
@@ -88,6 +91,7 @@ struct table {
   static constexpr std::array<std::int64_t, 2> shape{2, 3};
   static constexpr std::size_t num_elements = 6;  // the upper bound when bounded
   static constexpr std::size_t bytes = 24;
+  static constexpr std::size_t buffer_elements = 6;  // of type (packed types: bytes)
   static constexpr int dynamic_axis = -1;  // -1: static shape
 };
 }  // namespace output
@@ -103,9 +107,9 @@ struct Outputs {
 };
 
 struct OutputVectors {
-  std::vector<float> echo = std::vector<float>(output::echo::num_elements);
-  std::vector<float> exp_x = std::vector<float>(output::exp_x::num_elements);
-  std::vector<float> table = std::vector<float>(output::table::num_elements);
+  std::vector<float> echo = std::vector<float>(output::echo::buffer_elements);
+  std::vector<float> exp_x = std::vector<float>(output::exp_x::buffer_elements);
+  std::vector<float> table = std::vector<float>(output::table::buffer_elements);
 };
 
 /* One context: all mutable state of a run. Use one per thread; move-only. */
