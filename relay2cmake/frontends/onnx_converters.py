@@ -46,7 +46,13 @@ from tvm.relax.frontend.onnx.onnx_frontend import (
 
 from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.dtypes import numpy_dtype
-from relay2cmake.frontends import onnx_bounded, onnx_given_parameters, onnx_settled, onnx_sub_byte
+from relay2cmake.frontends import (
+    onnx_bounded,
+    onnx_given_parameters,
+    onnx_settled,
+    onnx_sub_byte,
+    onnx_training,
+)
 from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.tensor_memory import adopted_tensor
@@ -1157,6 +1163,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_given_parameters.CONVERTERS,
+    **onnx_training.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,

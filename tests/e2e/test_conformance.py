@@ -71,6 +71,8 @@ SUB_BYTE = {
     "test_cast_INT4_to_FLOAT", "test_cast_FLOAT_to_FLOAT4E2M1", "test_castlike_FLOAT_to_INT2",
     "test_quantizelinear_uint4", "test_dequantizelinear_int4",
 }  # fmt: skip
+# The preview training domain's optimizers (onnx_training).
+TRAINING = {"test_adam_multiple", "test_nesterov_momentum"}
 # The default run: those, and a few cases of common operator families.
 QUICK = sorted(
     OURS
@@ -78,6 +80,7 @@ QUICK = sorted(
     | BUILTINS
     | FUNCTION_BODIES
     | SUB_BYTE
+    | TRAINING
     | {"test_gather_0", "test_slice", "test_concat_2d_axis_0", "test_conv_with_strides_padding"}
 )
 
