@@ -183,6 +183,137 @@ class Range(OnnxOpConverter):
         return kept_if_chosen(bb, values, guard(bb, asked, [[count]], [0], site))
 
 
+class Slice(OnnxOpConverter):
+    """Starts, ends, axes or steps given at run time (opset 10 on): each axis of the output
+    is a gather at ``start + i * step`` for i below the declared extent, with start, end and
+    step worked out per axis of the data from the tensors (ONNX's clamping; an axis not listed
+    keeps its extent). The package checks at run time that the values give the declared shape
+    and name each axis at most once, with no step of 0 and no axis out of range."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):  # starts/ends/axes as attributes
+        return _theirs("Slice", bb, inputs, attr, params)
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        data, starts, ends = inputs[:3]
+        axes = inputs[3] if len(inputs) > 3 else None
+        steps = inputs[4] if len(inputs) > 4 else None
+        out = _declared_output()
+        shape = _static_shape(data)
+        given = [starts, ends, axes, steps]
+        if all(_is_constant(x, params) for x in given) or out is None or len(out) != len(shape):
+            return _theirs("Slice", bb, inputs, attr, params)
+        count = (_static_shape(starts) or [0])[0]
+        if any(_static_shape(x) != [count] for x in given if x is not None) or 0 in shape:
+            return _theirs("Slice", bb, inputs, attr, params)
+        rank = len(shape)
+        _accept_slice(given, out, shape, params)
+        starts, ends = (bb.emit(relax.op.astype(x, "int64")) for x in (starts, ends))
+        axes = _i64(np.arange(count)) if axes is None else bb.emit(relax.op.astype(axes, "int64"))
+        steps = _i64(np.ones(count)) if steps is None else bb.emit(relax.op.astype(steps, "int64"))
+        wrapped = bb.emit(relax.op.where(relax.op.less(axes, _i64(0)), relax.op.add(axes, _i64(rank)), axes))
+        counts, problems = [], [_count_true(relax.op.equal(steps, _i64(0)))]
+        problems.append(
+            _count_true(
+                relax.op.logical_or(
+                    relax.op.less(wrapped, _i64(0)), relax.op.greater_equal(wrapped, _i64(rank))
+                )
+            )
+        )
+        result = data
+        for axis in range(rank):
+            listed = bb.emit(relax.op.equal(wrapped, _i64(axis)))
+            times = bb.emit(_count_true(listed))
+            problems.append(relax.op.maximum(relax.op.subtract(times, _i64(1)), _i64(0)))  # named twice
+            named = relax.op.greater(times, _i64(0))
+
+            def pick(values, default: int, named=named, listed=listed):
+                chosen = relax.op.sum(relax.op.where(listed, values, _i64(0)))
+                return bb.emit(relax.op.where(named, chosen, _i64(default)))
+
+            step = pick(steps, 1)
+            step = bb.emit(relax.op.where(relax.op.equal(step, _i64(0)), _i64(1), step))  # counted above
+            start, end = _clamped(bb, pick(starts, 0), pick(ends, shape[axis]), step, shape[axis])
+            # ceil((end - start) / step), at least 0
+            counts.append(
+                relax.op.maximum(
+                    relax.op.negative(relax.op.floor_divide(relax.op.subtract(start, end), step)), _i64(0)
+                )
+            )
+            indices = relax.op.add(start, relax.op.multiply(_i64(np.arange(out[axis])), step))
+            indices = bb.emit(relax.op.clip(indices, 0, shape[axis] - 1))  # in range even before the check
+            result = bb.emit(relax.op.take(result, indices, axis=axis, mode="clip"))
+        problems_total = relax.op.sum(relax.op.stack([relax.op.reshape(p, [1]) for p in problems], axis=0))
+        normal = bb.emit(
+            relax.op.concat([relax.op.stack(counts, axis=0), relax.op.reshape(problems_total, [1])], axis=0)
+        )
+        named = ["starts", "ends", "axes", "steps"]
+        sources = [
+            f"its {n}{given_from(x)}"
+            for n, x in zip(named, given, strict=True)
+            if not _is_constant(x, params)
+        ]
+        site = (
+            f"Slice reads {' and '.join(sources)} at run time; this package was generated for the output "
+            f"shape {list(out)} the model declares, which needs each axis named once, no step 0"
+        )
+        return kept_if_chosen(bb, result, guard(bb, normal, [[*out, 0]], [0], site))
+
+
+def _count_true(mask) -> relax.Expr:
+    return relax.op.sum(relax.op.astype(mask, "int64"))
+
+
+def _clamped(bb, start, end, step, extent: int):
+    """ONNX's start and end on an axis of ``extent``: negative ones count from the end, then
+    clamped to [0, extent] going forward and to [0, extent - 1] / [-1, extent - 1] backward."""
+    forward = relax.op.greater(step, _i64(0))
+
+    def from_end(value):
+        return relax.op.where(relax.op.less(value, _i64(0)), relax.op.add(value, _i64(extent)), value)
+
+    start, end = from_end(start), from_end(end)
+    start = relax.op.where(forward, relax.op.clip(start, 0, extent), relax.op.clip(start, 0, extent - 1))
+    end = relax.op.where(forward, relax.op.clip(end, 0, extent), relax.op.clip(end, -1, extent - 1))
+    return bb.emit(start), bb.emit(end)
+
+
+def _accept_slice(given, out, shape, params) -> None:
+    """Values the golden step feeds to the parameters that are model inputs: the constant ones
+    as they are, the others chosen to give the declared shape (from the start of each axis)."""
+    starts, ends, axes, steps = given
+    count = _static_shape(starts)[0]
+    rank = len(shape)
+
+    def constant(x):
+        return None if x is None or not _is_constant(x, params) else get_constant(x, params).value.numpy()
+
+    changed = [a for a in range(rank) if out[a] != shape[a]]
+    axis_values = np.arange(count) if axes is None else constant(axes)
+    if axis_values is None:  # given at run time: the axes whose extent changes first
+        axis_values = np.array((changed + [a for a in range(rank) if a not in changed])[:count])
+    step_values = constant(steps)
+    if step_values is None:
+        step_values = np.ones(count, np.int64)
+    start_values = constant(starts)
+    begins, finals = [], []
+    for k, (axis, step) in enumerate(
+        zip(axis_values.reshape(-1) % rank, step_values.reshape(-1), strict=True)
+    ):
+        extent = shape[axis]
+        begin = 0 if step > 0 else extent - 1
+        if start_values is not None:  # a constant start: the end counts from it
+            begin = int(start_values.reshape(-1)[k])
+            begin = min(max(begin + extent if begin < 0 else begin, 0), extent - (step < 0))
+        final = begin + (out[axis] - 1) * int(step) + (1 if step > 0 else -1)
+        begins.append(begin)
+        finals.append(final if final >= 0 else -extent - 1)  # -1 would count from the end
+    for tensor, value in ((axes, axis_values), (steps, step_values), (starts, begins), (ends, finals)):
+        if tensor is not None:
+            accept(tensor, np.asarray(value).reshape(-1))
+
+
 class Trilu(OnnxOpConverter):
     """A diagonal offset ``k`` given at run time (TVM's converter takes a constant only):
     the triangle is a comparison of column minus row with k, the shape is the input's."""
@@ -205,5 +336,6 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "CenterCropPad": CenterCropPad,
     "Pad": Pad,
     "Range": Range,
+    "Slice": Slice,
     "Trilu": Trilu,
 }

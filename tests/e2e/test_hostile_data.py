@@ -473,6 +473,9 @@ def test_a_cumulative_sum_over_an_axis_out_of_range_stops_the_run(tmp_path):
             assert "index out of range" in result.stderr and "outside" in result.stderr, result.stderr
 
 
+SLICE_PARAMETERS = ("starts", "ends", "slice_axes", "steps")
+
+
 def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
     """Axes, a target shape and pads as model inputs (onnx_settled, onnx_given_parameters):
     the package is generated for the output shapes the model declares; any values that give
@@ -482,6 +485,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
         helper.make_node("ReduceSum", ["x", "axes"], ["sums"], keepdims=0),
         helper.make_node("Reshape", ["x", "shape"], ["reshaped"]),
         helper.make_node("Pad", ["x", "pads"], ["padded"], mode="reflect"),
+        helper.make_node("Slice", ["x", "starts", "ends", "slice_axes", "steps"], ["sliced"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -491,11 +495,13 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
             helper.make_tensor_value_info("axes", TensorProto.INT64, [1]),
             helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
             helper.make_tensor_value_info("pads", TensorProto.INT64, [6]),
+            *[helper.make_tensor_value_info(n, TensorProto.INT64, [1]) for n in SLICE_PARAMETERS],
         ],
         [
             helper.make_tensor_value_info("sums", TensorProto.FLOAT, [3, 4]),
             helper.make_tensor_value_info("reshaped", TensorProto.FLOAT, [6, 8]),
             helper.make_tensor_value_info("padded", TensorProto.FLOAT, [3, 7, 4]),
+            helper.make_tensor_value_info("sliced", TensorProto.FLOAT, [3, 2, 4]),
         ],
     )
     model = save_model(graph, tmp_path / "p.onnx", 13)
@@ -504,30 +510,41 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
 
     session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal((3, 4, 4)).astype(np.float32)
+    # Slice's starts, ends, axes and steps: rows 0-1 of axis 1, rows 3 and 1 (backwards, an end
+    # far out of range), rows 1 and 3 (an axis counted from the end)
+    slices = [(0, 2, 1, 1), (3, -1000, 1, -2), (1, 100, -2, 2)]
     good = [
-        ([1], [6, 8], [0, 1, 0, 0, 2, 0]),
-        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0]),
-        ([2], [6, -1], [0, 0, 0, 0, 3, 0]),
+        ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]),
+        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0], slices[1]),
+        ([2], [6, -1], [0, 0, 0, 0, 3, 0], slices[2]),
     ]
     bad = {
-        "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0]),  # gives [4, 4]
-        "shape": ([1], [8, 6], [0, 1, 0, 0, 2, 0]),
-        "pads": ([1], [6, 8], [0, 1, 0, 0, 1, 0]),  # adds 2 rows, not 3
+        "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]),  # gives [4, 4]
+        "shape": ([1], [8, 6], [0, 1, 0, 0, 2, 0], slices[0]),
+        "pads": ([1], [6, 8], [0, 1, 0, 0, 1, 0], slices[0]),  # adds 2 rows, not 3
+        "ends": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 3, 1, 1)),  # 3 rows, not 2
+        "steps": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1, 0)),
+        "slice_axes": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1 << 40, 1)),
     }
+
+    def parameters(axes, shape, pads, sliced):
+        feeds = {"axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+        return {"x": x, **feeds, **{n: np.array([v]) for n, v in zip(SLICE_PARAMETERS, sliced, strict=True)}}
+
     for kernels, cli in _sanitized_clis(tmp_path, "parameters").items():
-        for case, (axes, shape, pads) in enumerate(good):
-            feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+        for case, values in enumerate(good):
+            feeds = parameters(*values)
             result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}{case}")
             assert result.returncode == 0, result.stderr
             for index, want in enumerate(session.run(None, feeds)):
                 np.testing.assert_allclose(
                     np.load(out / f"output_{index}.npy"), want, rtol=1e-5, err_msg=kernels
                 )
-        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0]))]
-        for case, (name, (axes, shape, pads)) in enumerate(cases):
-            feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]))]
+        for case, (name, values) in enumerate(cases):
+            feeds = parameters(*values)
             result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}bad{case}")
             assert result.returncode != 0, (kernels, name)
             assert "runtime error" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
-            assert f"from input '{name}' at run time" in result.stderr, result.stderr
+            assert f"from input '{name}'" in result.stderr and "at run time" in result.stderr, result.stderr
             assert not out.exists() or not any(out.iterdir()), f"{name}: outputs written"
