@@ -49,6 +49,7 @@ from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.frontends import (
     onnx_bounded,
     onnx_given_parameters,
+    onnx_pooling,
     onnx_settled,
     onnx_sub_byte,
     onnx_training,
@@ -1164,6 +1165,7 @@ class SoftmaxCrossEntropyLoss(OnnxOpConverter):
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_given_parameters.CONVERTERS,
     **onnx_training.CONVERTERS,
+    **onnx_pooling.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
