@@ -736,12 +736,13 @@ class Constant(OnnxOpConverter):
 
     @classmethod
     def _impl_v1(cls, bb, inputs, attr, params):
-        for name, dtype in (("value_float", np.float32), ("value_int", np.int64)):
+        # The type given explicitly: relax.const makes an int64 array's values int32 otherwise.
+        for name, dtype in (("value_float", "float32"), ("value_int", "int64")):
             if name in attr:
-                return relax.const(np.asarray(attr[name], dtype=dtype))
-        for name, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
+                return relax.const(np.asarray(attr[name], dtype=dtype), dtype)
+        for name, dtype in (("value_floats", "float32"), ("value_ints", "int64")):
             if name in attr:
-                return relax.const(np.asarray(list(attr[name]), dtype=dtype).reshape(-1))
+                return relax.const(np.asarray(list(attr[name]), dtype=dtype).reshape(-1), dtype)
         value = attr.get("value")
         if isinstance(value, onnx.TensorProto):
             array = numpy_helper.to_array(value)
@@ -1299,6 +1300,15 @@ class Importer(ONNXGraphImporter):
             raise NotImplementedError(
                 "The following operators are not supported: " + ", ".join(sorted(missing))
             )
+
+    def _convert_subgraph(self, bb, graph):
+        # A branch's nodes are not announced through _parse_value_proto: without this, they
+        # would be settled against the enclosing If's declared outputs.
+        enclosing, self._node = getattr(self, "_node", None), None
+        try:
+            return super()._convert_subgraph(bb, graph)
+        finally:
+            self._node = enclosing
 
     def _parse_value_proto(self, value_proto):
         # TVM's node loop asks for each node's name just before converting it: the node's

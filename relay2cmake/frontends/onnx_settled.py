@@ -300,6 +300,24 @@ def _resize_scales(shapes: NodeShapes) -> Settlement | None:
     )
 
 
+def _affine_grid(shapes: NodeShapes) -> Settlement | None:
+    """AffineGrid's size [N, C, spatial...]: the grid [N, spatial..., k] says all but C, which
+    the grid does not depend on (compared as 0, converted as 1)."""
+    out = shapes.outputs[0]
+    if out is None or len(out) < 3 or shapes.length != len(out) or out[-1] != len(out) - 2:
+        return None
+    row = [out[0], 0, *out[1:-1]]
+    keep = _i64([1, 0] + [1] * (len(out) - 2))
+
+    def without_channels(bb, values):
+        return bb.emit(relax.op.multiply(values, keep))
+
+    return Settlement(
+        1, (tuple(row),), (np.asarray([out[0], 1, *out[1:-1]], dtype="int64"),), (0,), without_channels,
+        f"size {[out[0], 'C', *out[1:-1]]}",
+    )  # fmt: skip
+
+
 def _dft_axis(shapes: NodeShapes) -> Settlement | None:
     data, out = shapes.inputs[0], shapes.outputs[0]
     if data is None or out is None or shapes.length != 1:
@@ -348,6 +366,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "OneHot": ((1, _one_hot, 9),),
     "Resize": ((3, _resize_sizes, 11), (2, _resize_scales, 11)),
     "DFT": ((2, _dft_axis, 20),),
+    "AffineGrid": ((1, _affine_grid, 20),),
 }  # fmt: skip
 
 
