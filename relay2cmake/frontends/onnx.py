@@ -463,14 +463,15 @@ def import_onnx(
 def _declared_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]] | None:
     """The static shapes the model declares or ONNX infers, when a node reads a shape
     parameter computed at run time (onnx_settled); else None (no inference run for it)."""
-    from relay2cmake.frontends.onnx_given_parameters import CONVERTERS as GIVEN
+    from relay2cmake.frontends import onnx_given_parameters, onnx_resize
     from relay2cmake.frontends.onnx_settled import RULES
 
     constants = {init.name for init in model.graph.initializer} | {""}
     constants |= {out for node in model.graph.node if node.op_type == "Constant" for out in node.output}
     parameters = {op: {slot for slot, _, _ in rules} for op, rules in RULES.items()}
-    for op in GIVEN:
-        parameters.setdefault(op, set()).update(range(3) if op == "Range" else (1, 2))
+    for table in (onnx_given_parameters.PARAMETER_SLOTS, onnx_resize.PARAMETER_SLOTS):
+        for op, slots in table.items():
+            parameters.setdefault(op, set()).update(slots)
     if not any(
         slot < len(node.input) and node.input[slot] not in constants
         for node in model.graph.node

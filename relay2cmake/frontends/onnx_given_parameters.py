@@ -332,6 +332,12 @@ class Trilu(OnnxOpConverter):
         return relax.op.where(keep, x, relax.op.zeros_like(x))
 
 
+# The inputs of each operator whose values are computed with at run time: a model that gives
+# one of them as a tensor computed at run time has its declared shapes read (onnx.py).
+PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {
+    "CenterCropPad": (1,), "Pad": (1, 2, 3), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Trilu": (1,),
+}  # fmt: skip
+
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "CenterCropPad": CenterCropPad,
     "Pad": Pad,

@@ -285,21 +285,6 @@ def _resize_sizes(shapes: NodeShapes) -> Settlement | None:
     return _exact(3, [out[a] for a in axes], "sizes")
 
 
-def _resize_scales(shapes: NodeShapes) -> Settlement | None:
-    data, out = shapes.inputs[0], shapes.outputs[0]
-    if data is None or out is None or 0 in data:
-        return None
-    axes = [int(a) % len(data) for a in shapes.attrs.get("axes", range(len(data)))]
-    if len(axes) != shapes.length:
-        return None
-    # ONNX maps output coordinates through the scale given; the package through the ratio
-    # of the extents, which is the same computation only when the scale is that ratio.
-    ratios = np.asarray([out[a] / data[a] for a in axes], dtype="float32")
-    return Settlement(
-        2, (tuple(ratios.tolist()),), (ratios,), (0,), _as_given, f"scales {ratios.tolist()}", "float32"
-    )
-
-
 def _affine_grid(shapes: NodeShapes) -> Settlement | None:
     """AffineGrid's size [N, C, spatial...]: the grid [N, spatial..., k] says all but C, which
     the grid does not depend on (compared as 0, converted as 1)."""
@@ -364,7 +349,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "Split": ((1, _split, 13),),
     "CenterCropPad": ((1, _center_crop_pad, 18),),
     "OneHot": ((1, _one_hot, 9),),
-    "Resize": ((3, _resize_sizes, 11), (2, _resize_scales, 11)),
+    "Resize": ((3, _resize_sizes, 11),),  # scales given at run time: onnx_resize
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
 }  # fmt: skip

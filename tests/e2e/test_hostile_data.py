@@ -486,6 +486,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
         helper.make_node("Reshape", ["x", "shape"], ["reshaped"]),
         helper.make_node("Pad", ["x", "pads"], ["padded"], mode="reflect"),
         helper.make_node("Slice", ["x", "starts", "ends", "slice_axes", "steps"], ["sliced"]),
+        helper.make_node("Resize", ["x", "", "scales"], ["resized"], mode="nearest"),
     ]
     graph = helper.make_graph(
         nodes,
@@ -496,12 +497,14 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
             helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
             helper.make_tensor_value_info("pads", TensorProto.INT64, [6]),
             *[helper.make_tensor_value_info(n, TensorProto.INT64, [1]) for n in SLICE_PARAMETERS],
+            helper.make_tensor_value_info("scales", TensorProto.FLOAT, [3]),
         ],
         [
             helper.make_tensor_value_info("sums", TensorProto.FLOAT, [3, 4]),
             helper.make_tensor_value_info("reshaped", TensorProto.FLOAT, [6, 8]),
             helper.make_tensor_value_info("padded", TensorProto.FLOAT, [3, 7, 4]),
             helper.make_tensor_value_info("sliced", TensorProto.FLOAT, [3, 2, 4]),
+            helper.make_tensor_value_info("resized", TensorProto.FLOAT, [3, 2, 4]),
         ],
     )
     model = save_model(graph, tmp_path / "p.onnx", 13)
@@ -513,23 +516,26 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
     # Slice's starts, ends, axes and steps: rows 0-1 of axis 1, rows 3 and 1 (backwards, an end
     # far out of range), rows 1 and 3 (an axis counted from the end)
     slices = [(0, 2, 1, 1), (3, -1000, 1, -2), (1, 100, -2, 2)]
+    # Resize's scales: 0.5 and 0.6 both give 2 rows of 4 (and read different rows), 0.75 gives 3
     good = [
-        ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]),
-        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0], slices[1]),
-        ([2], [6, -1], [0, 0, 0, 0, 3, 0], slices[2]),
+        ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5),
+        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0], slices[1], 0.6),
+        ([2], [6, -1], [0, 0, 0, 0, 3, 0], slices[2], 0.74),
     ]
     bad = {
-        "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]),  # gives [4, 4]
-        "shape": ([1], [8, 6], [0, 1, 0, 0, 2, 0], slices[0]),
-        "pads": ([1], [6, 8], [0, 1, 0, 0, 1, 0], slices[0]),  # adds 2 rows, not 3
-        "ends": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 3, 1, 1)),  # 3 rows, not 2
-        "steps": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1, 0)),
-        "slice_axes": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1 << 40, 1)),
+        "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5),  # gives [4, 4]
+        "shape": ([1], [8, 6], [0, 1, 0, 0, 2, 0], slices[0], 0.5),
+        "pads": ([1], [6, 8], [0, 1, 0, 0, 1, 0], slices[0], 0.5),  # adds 2 rows, not 3
+        "ends": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 3, 1, 1), 0.5),  # 3 rows, not 2
+        "steps": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1, 0), 0.5),
+        "slice_axes": ([1], [6, 8], [0, 1, 0, 0, 2, 0], (0, 2, 1 << 40, 1), 0.5),
+        "scales": ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.75),
     }
 
-    def parameters(axes, shape, pads, sliced):
-        feeds = {"axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
-        return {"x": x, **feeds, **{n: np.array([v]) for n, v in zip(SLICE_PARAMETERS, sliced, strict=True)}}
+    def parameters(axes, shape, pads, sliced, scale):
+        feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
+        feeds.update({n: np.array([v]) for n, v in zip(SLICE_PARAMETERS, sliced, strict=True)})
+        return {**feeds, "scales": np.array([1.0, scale, 1.0], np.float32)}  # in the model's order
 
     for kernels, cli in _sanitized_clis(tmp_path, "parameters").items():
         for case, values in enumerate(good):
@@ -540,7 +546,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
                 np.testing.assert_allclose(
                     np.load(out / f"output_{index}.npy"), want, rtol=1e-5, err_msg=kernels
                 )
-        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0], slices[0]))]
+        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5))]
         for case, (name, values) in enumerate(cases):
             feeds = parameters(*values)
             result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}bad{case}")

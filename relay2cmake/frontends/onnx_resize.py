@@ -1,0 +1,283 @@
+"""Resize where TVM's converter computes something else than ONNX: a scale that is not the
+ratio of the extents (TVM maps coordinates through that ratio; ONNX through the scale given,
+so downsampling 5 by 0.6 reads other pixels than by 3/5), a scale given at run time, and
+antialiasing (a filter widened by 1/scale when downsampling, which TVM ignores).
+
+Resize is separable: along each resized axis, output position o reads a few input positions
+(its taps) with weights from ONNX's coordinate transformation and filter. The taps and
+weights are computed from the scale in Relax (constants fold when the scale is one); the
+axis is then a gather of the taps and a weighted sum. A tap outside the input reads the
+edge (ONNX pads with edge values), or is dropped with ``exclude_outside``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tvm import relax
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, get_constant
+
+from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
+from relay2cmake.frontends.onnx_settled import NODE_OUTPUT_SHAPES, accept, given_from, guard, kept_if_chosen
+
+
+def _text(value, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _f32(value) -> relax.Expr:
+    return relax.const(np.asarray(value, dtype="float32"), "float32")
+
+
+def _constant(expr, params) -> np.ndarray | None:
+    if expr is None:
+        return None
+    value = get_constant(expr, params)
+    return value.value.numpy() if hasattr(value, "value") else None
+
+
+def _source_positions(positions, scale, extent: int, extent_out: int, mode: str, roi):
+    """ONNX's coordinate transformation: the input coordinate of each output position (a
+    float32 tensor), and for tf_crop_and_resize whether it falls outside the input."""
+    op = relax.op
+    scaled_width = op.multiply(scale, _f32(extent))  # ONNX compares the unrounded output width
+    single = op.equal(scaled_width, _f32(1.0))
+    half_pixel = op.subtract(op.divide(op.add(positions, _f32(0.5)), scale), _f32(0.5))
+    outside = None
+    if mode == "half_pixel":
+        x = half_pixel
+    elif mode == "pytorch_half_pixel":
+        x = op.where(single, _f32(-0.5), half_pixel)
+    elif mode == "align_corners":
+        stretched = op.divide(op.multiply(positions, _f32(extent - 1)), op.subtract(scaled_width, _f32(1.0)))
+        x = op.where(single, _f32(0.0), stretched)
+    elif mode == "asymmetric":
+        x = op.divide(positions, scale)
+    elif mode == "half_pixel_symmetric":
+        adjustment = op.divide(_f32(extent_out), scaled_width)
+        offset = op.multiply(_f32(extent / 2), op.subtract(_f32(1.0), adjustment))
+        x = op.add(offset, half_pixel)
+    elif mode == "tf_crop_and_resize":
+        start, end = roi
+        span = (end - start) * (extent - 1)
+        stretched = op.divide(op.multiply(positions, _f32(span)), op.subtract(scaled_width, _f32(1.0)))
+        x = op.add(op.where(single, _f32(span / 2), stretched), _f32(start * (extent - 1)))
+        outside = op.logical_or(op.less(x, _f32(0.0)), op.greater(x, _f32(extent - 1)))
+    else:
+        raise NotImplementedError(f"Resize with coordinate_transformation_mode {mode!r}")
+    return x, outside
+
+
+def _cubic(distance, a: float):
+    """The cubic convolution kernel with coefficient ``a`` at |distance| (0 from 2 on)."""
+    op = relax.op
+    d = op.abs(distance)
+    d2 = op.multiply(d, d)
+    d3 = op.multiply(d2, d)
+    near = op.add(op.subtract(op.multiply(_f32(a + 2), d3), op.multiply(_f32(a + 3), d2)), _f32(1.0))
+    far = op.add(
+        op.subtract(op.multiply(_f32(a), d3), op.multiply(_f32(5 * a), d2)),
+        op.subtract(op.multiply(_f32(8 * a), d), _f32(4 * a)),
+    )
+    return op.where(op.less_equal(d, _f32(1.0)), near, op.where(op.less(d, _f32(2.0)), far, _f32(0.0)))
+
+
+def _taps(bb, x, attr, scale, smallest_scale: float, extent: int):
+    """(offsets from the base position, weights [out, taps]) for the input coordinates ``x``.
+    Antialiasing widens the filter by 1 / ``scale`` (a tensor): the taps are counted for the
+    ``smallest_scale`` the output extent allows, and those beyond a larger scale's filter
+    weigh 0."""
+    op = relax.op
+    mode = _text(attr.get("mode"), "nearest")
+    base = bb.emit(op.subtract(op.ceil(x), _f32(1.0)))  # the last position before x
+    ratio = bb.emit(op.expand_dims(op.subtract(x, base), 1))  # in (0, 1]
+    if mode == "nearest":
+        rule = _text(attr.get("nearest_mode"), "round_prefer_floor")
+        half = _f32(0.5)
+        if rule == "round_prefer_floor":
+            after = op.greater(ratio, half)
+        elif rule == "round_prefer_ceil":
+            after = op.greater_equal(ratio, half)
+        elif rule == "floor":
+            after = op.equal(ratio, _f32(1.0))
+        elif rule == "ceil":
+            after = op.greater(ratio, _f32(0.0))
+        else:
+            raise NotImplementedError(f"Resize with nearest_mode {rule!r}")
+        weights = op.concat(
+            [op.astype(op.logical_not(after), "float32"), op.astype(after, "float32")], axis=1
+        )
+        return base, [0, 1], bb.emit(weights)
+    antialias = bool(int(attr.get("antialias", 0))) and 0 < smallest_scale < 1.0  # downsampling only
+    reach = 1.0 if mode == "linear" else 2.0  # the filter's support, in input steps at scale 1
+    if mode not in ("linear", "cubic"):
+        raise NotImplementedError(f"Resize with mode {mode!r}")
+    first = math.floor(-reach / smallest_scale) + 1 if antialias else math.floor(-reach) + 1
+    offsets = list(range(first, 2 - first))
+    distances = op.subtract(_f32(np.asarray(offsets)[None, :]), ratio)
+    if antialias:
+        distances = op.multiply(distances, op.minimum(scale, _f32(1.0)))
+    if mode == "linear":
+        weights = op.maximum(op.subtract(_f32(1.0), op.abs(distances)), _f32(0.0))
+    else:
+        weights = _cubic(distances, float(attr.get("cubic_coeff_a", -0.75)))
+    if antialias:  # the widened filter's weights sum to 1
+        weights = op.divide(weights, op.sum(weights, axis=[1], keepdims=True))
+    if int(attr.get("exclude_outside", 0)):
+        positions = op.add(op.expand_dims(base, 1), _f32(np.asarray(offsets)[None, :]))
+        inside = op.logical_and(
+            op.greater_equal(positions, _f32(0.0)), op.less_equal(positions, _f32(extent - 1))
+        )
+        weights = op.where(inside, weights, _f32(0.0))
+        weights = op.divide(weights, op.sum(weights, axis=[1], keepdims=True))
+    return base, offsets, bb.emit(weights)
+
+
+def _resized_axis(bb, data, axis: int, extent_out: int, scale, smallest_scale: float, attr, roi):
+    """``data`` resized along ``axis`` to ``extent_out``, and the tf_crop_and_resize mask of
+    output positions outside the input along it (None otherwise)."""
+    op = relax.op
+    shape = _static_shape(data)
+    extent = shape[axis]
+    positions = _f32(np.arange(extent_out))
+    mode = _text(attr.get("coordinate_transformation_mode"), "half_pixel")
+    x, outside = _source_positions(positions, scale, extent, extent_out, mode, roi)
+    x = bb.emit(x)
+    base, offsets, weights = _taps(bb, x, attr, scale, smallest_scale, extent)
+    taps = len(offsets)
+    index = op.add(
+        op.astype(op.expand_dims(base, 1), "int64"), relax.const(np.asarray(offsets)[None, :], "int64")
+    )
+    index = bb.emit(op.reshape(op.clip(index, 0, extent - 1), [extent_out * taps]))
+    gathered = bb.emit(op.take(data, index, axis=axis, mode="clip"))
+    split = [*shape[:axis], extent_out, taps, *shape[axis + 1 :]]
+    gathered = bb.emit(op.reshape(gathered, split))
+    view = [1] * len(split)
+    view[axis], view[axis + 1] = extent_out, taps
+    result = bb.emit(op.sum(op.multiply(gathered, op.reshape(weights, view)), axis=[axis + 1]))
+    if outside is not None:
+        mask_view = [1] * len(shape)
+        mask_view[axis] = extent_out
+        outside = op.reshape(outside, mask_view)
+    return result, outside
+
+
+class Resize(OnnxOpConverter):
+    """Ours for antialiasing and for scales that are not the extents' ratio or are given at run
+    time (checked against the declared shape: floor(extent * scale)); TVM's otherwise."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        return _theirs("Resize", bb, inputs, attr, params)
+
+    @classmethod
+    def _impl_v11(cls, bb, inputs, attr, params):
+        data = inputs[0]
+        roi = inputs[1] if len(inputs) > 1 else None
+        scales = inputs[2] if len(inputs) > 2 else None
+        sizes = inputs[3] if len(inputs) > 3 else None
+        shape = _static_shape(data)
+        rank = len(shape)
+        axes = [int(a) % rank for a in attr.get("axes", range(rank))]
+        declared = (NODE_OUTPUT_SHAPES.get() or [None])[0]
+        scale_values = _constant(scales, params)
+        if scale_values is not None and scale_values.size == 0:
+            scale_values, scales = None, None
+        size_values = _constant(sizes, params)
+        if size_values is not None and size_values.size == 0:
+            size_values = None
+        policy = _text(attr.get("keep_aspect_ratio_policy"), "stretch")
+        antialias = bool(attr.get("antialias", 0))
+        run_time = scales is not None and scale_values is None
+        if policy != "stretch" or not str(data.ty.dtype).startswith(("float", "int", "uint")):
+            return _theirs("Resize", bb, inputs, attr, params)
+        if size_values is not None:
+            out = list(shape)
+            for a, size in zip(axes, size_values.reshape(-1), strict=True):
+                out[a] = int(size)
+            scale_values = np.asarray([out[a] / shape[a] for a in axes], dtype="float32")
+        elif scale_values is not None:
+            out = list(shape)
+            for a, s in zip(axes, scale_values.reshape(-1), strict=True):
+                out[a] = int(np.float64(s) * shape[a])
+            ratios_differ = any(
+                np.float32(out[a] / shape[a]) != np.float32(s)
+                for a, s in zip(axes, scale_values.reshape(-1), strict=True)
+            )
+            if not (antialias or ratios_differ):
+                return _theirs("Resize", bb, inputs, attr, params)
+        elif run_time and declared is not None:
+            out = list(declared)
+        else:
+            return _theirs("Resize", bb, inputs, attr, params)
+        if size_values is not None and not antialias and axes == list(range(rank)):
+            return _theirs("Resize", bb, inputs, attr, params)  # TVM's takes sizes of every axis
+        mode = _text(attr.get("coordinate_transformation_mode"), "half_pixel")
+        roi_values = _constant(roi, params) if mode == "tf_crop_and_resize" else None
+        if mode == "tf_crop_and_resize" and roi_values is None:
+            return _theirs("Resize", bb, inputs, attr, params)
+        return _resized(bb, data, inputs[2] if run_time else None, axes, out, scale_values, attr, roi_values)
+
+
+def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
+    """``data`` resized to ``out``: along each listed axis, with the constant ``scale_values``
+    or (``scales``) the tensor given at run time, checked against ``out``."""
+    op = relax.op
+    dtype = str(data.ty.dtype)
+    shape = _static_shape(data)
+    result = data if dtype == "float32" else bb.emit(op.astype(data, "float32"))
+    if scales is not None:
+        given = bb.emit(op.astype(scales, "float32"))
+        accept(scales, [_accepted_scale(out[a], shape[a]) for a in axes])
+    mask = None
+    for k, axis in enumerate(axes):
+        if scales is None:
+            value = float(np.float32(scale_values.reshape(-1)[k]))
+            cropped = _text(attr.get("coordinate_transformation_mode"), "") == "tf_crop_and_resize"
+            if value == 1.0 and out[axis] == shape[axis] and not cropped:
+                continue  # an unscaled axis reads every position as it is
+            scale = _f32(value)
+        else:  # the smallest scale whose floor(extent * scale) is the declared extent
+            value = out[axis] / shape[axis]
+            scale = bb.emit(op.reshape(op.take(given, relax.const(k, "int64"), axis=0), []))
+        roi = None
+        if roi_values is not None:
+            flat = roi_values.reshape(-1)
+            roi = (float(flat[k]), float(flat[k + len(axes)]))
+        result, outside = _resized_axis(bb, result, axis, out[axis], scale, value, attr, roi)
+        if outside is not None:
+            mask = outside if mask is None else op.logical_or(mask, outside)
+    if mask is not None:
+        result = bb.emit(op.where(mask, _f32(float(attr.get("extrapolation_value", 0.0))), result))
+    if dtype != "float32":
+        result = bb.emit(op.astype(result, dtype))
+    if scales is None:
+        return result
+    # ONNX's output extent is floor(extent * scale), in double precision
+    extents = op.floor(
+        op.multiply(
+            op.astype(scales, "float64"),
+            relax.const(np.asarray([shape[a] for a in axes], "float64"), "float64"),
+        )
+    )
+    extents = bb.emit(op.astype(extents, "int64"))
+    site = (
+        f"Resize reads its scales{given_from(scales)} at run time; this package was generated for the "
+        f"output shape {list(out)} the model declares"
+    )
+    return kept_if_chosen(bb, result, guard(bb, extents, [[out[a] for a in axes]], [0], site))
+
+
+def _accepted_scale(extent_out: int, extent: int) -> np.float32:
+    """A float32 scale whose floor(extent * scale) is ``extent_out`` (for the golden inputs)."""
+    scale = np.float32(extent_out / extent)
+    while int(np.float64(scale) * extent) < extent_out:
+        scale = np.nextafter(scale, np.float32(np.inf))
+    return scale
+
+
+PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {"Resize": (2,)}  # scales, as onnx_given_parameters'
+CONVERTERS: dict[str, type[OnnxOpConverter]] = {"Resize": Resize}
