@@ -77,6 +77,8 @@ SUB_BYTE = {
 TRAINING = {"test_adam_multiple", "test_nesterov_momentum"}
 # Converters of ours for what TVM's leave out: MaxPool's Indices output (onnx_pooling).
 SECOND_OUTPUTS = {"test_maxpool_with_argmax_2d_precomputed_strides"}
+# QOperator integer operators (onnx_quantized): exact int32 accumulation, requantized.
+QUANTIZED = {"test_qlinearconv", "test_qlinearmatmul_3D_int8_float16", "test_convinteger_with_padding"}
 # The default run: those, and a few cases of common operator families.
 QUICK = sorted(
     OURS
@@ -86,6 +88,7 @@ QUICK = sorted(
     | SUB_BYTE
     | TRAINING
     | SECOND_OUTPUTS
+    | QUANTIZED
     | {"test_gather_0", "test_slice", "test_concat_2d_axis_0", "test_conv_with_strides_padding"}
 )
 

@@ -1,0 +1,111 @@
+"""The QOperator integer operators TVM's importer lacks: QLinearMatMul, QLinearConv and
+ConvInteger (opset 10). Each computes as ONNX defines it: zero points subtracted in int32,
+an int32 matrix product or convolution (exact), then for the QLinear ones the requantization
+``round_half_even(acc * (scale_in * scale_w / scale_out)) + zero_out`` saturated to the
+output type. The products run as TVM's int32 kernels: correct, not yet the VNNI / dot-product
+kernels a quantized model wants (the int8 issue).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import relax
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
+
+from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
+
+
+def _centred(bb, values, zero_point, per_axis: int | None = None):
+    """``values - zero_point`` in int32; a 1-D zero point applies along ``per_axis``."""
+    wide = bb.emit(relax.op.astype(values, "int32"))
+    if zero_point is None:
+        return wide
+    zero = relax.op.astype(zero_point, "int32")
+    zero_shape = _static_shape(zero_point)
+    if per_axis is not None and len(zero_shape) == 1 and zero_shape[0] > 1:
+        view = [1] * len(_static_shape(values))
+        view[per_axis] = zero_shape[0]
+        zero = relax.op.reshape(zero, view)
+    return bb.emit(relax.op.subtract(wide, zero))
+
+
+def _requantized(bb, accumulated, multiplier, zero_point, dtype: str):
+    """The int32 ``accumulated`` scaled by ``multiplier`` (float64), rounded half to even,
+    offset by the output zero point and saturated to ``dtype``."""
+    value = relax.op.multiply(relax.op.astype(accumulated, "float64"), multiplier)
+    if zero_point is not None:
+        value = relax.op.add(value, relax.op.astype(zero_point, "float64"))
+    limits = np.iinfo(np.dtype(dtype))
+    value = relax.op.clip(relax.op.round(value), float(limits.min), float(limits.max))
+    return relax.op.astype(value, dtype)
+
+
+def _multiplier(bb, *scales, view: list[int] | None = None):
+    """in_scale * w_scale / out_scale in the scales' own type (as ONNX's reference computes
+    it: float16 scales round there), then float64; a per-channel one reshaped to ``view``."""
+    first, second, third = scales
+    product = relax.op.divide(relax.op.multiply(first, second), third)
+    product = bb.emit(relax.op.astype(product, "float64"))
+    if view is not None and int(np.prod(_static_shape(product) or [1])) > 1:
+        product = bb.emit(relax.op.reshape(product, view))
+    return product
+
+
+class QLinearMatMul(OnnxOpConverter):
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = inputs
+        rank_a, rank_b = len(_static_shape(a)), len(_static_shape(b))
+        # per-row zero points of a (its rows: axis -2), per-column of b (axis -1)
+        accumulated = bb.emit(
+            relax.op.matmul(
+                _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None),
+                _centred(bb, b, b_zero, rank_b - 1),
+                out_dtype="int32",
+            )
+        )
+        rank = len(_static_shape(accumulated))
+        if len(_static_shape(a_scale)) == 1 and _static_shape(a_scale)[0] > 1 and rank >= 2:
+            rows = [1] * rank  # a per-row scale of a: along the result's rows (b's broadcast)
+            rows[-2] = _static_shape(a_scale)[0]
+            a_scale = bb.emit(relax.op.reshape(a_scale, rows))
+        multiplier = _multiplier(bb, a_scale, b_scale, y_scale)
+        dtype = str(y_zero.ty.dtype) if y_zero is not None else str(a.ty.dtype)
+        return _requantized(bb, accumulated, multiplier, y_zero, dtype)
+
+
+def _int32_conv(bb, x, w, attr, params):
+    """TVM's Conv (attributes, padding, groups) on int32 operands, accumulating in int32."""
+    return bb.emit(_theirs("Conv", bb, [x, w, None], dict(attr), params))
+
+
+class ConvInteger(OnnxOpConverter):
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        x, w = inputs[0], inputs[1]
+        x_zero = inputs[2] if len(inputs) > 2 else None
+        w_zero = inputs[3] if len(inputs) > 3 else None
+        # padding after the zero point is subtracted: ONNX pads with the zero point
+        return _int32_conv(bb, _centred(bb, x, x_zero), _centred(bb, w, w_zero, 0), attr, params)
+
+
+class QLinearConv(OnnxOpConverter):
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = inputs[:8]
+        bias = inputs[8] if len(inputs) > 8 else None
+        accumulated = _int32_conv(bb, _centred(bb, x, x_zero), _centred(bb, w, w_zero, 0), attr, params)
+        rank = len(_static_shape(accumulated))
+        channels = [1, -1] + [1] * (rank - 2)
+        if bias is not None:
+            accumulated = bb.emit(relax.op.add(accumulated, relax.op.reshape(bias, channels)))
+        multiplier = _multiplier(bb, x_scale, w_scale, y_scale, view=channels)
+        dtype = str(y_zero.ty.dtype) if y_zero is not None else str(x.ty.dtype)
+        return _requantized(bb, accumulated, multiplier, y_zero, dtype)
+
+
+CONVERTERS: dict[str, type[OnnxOpConverter]] = {
+    "ConvInteger": ConvInteger,
+    "QLinearConv": QLinearConv,
+    "QLinearMatMul": QLinearMatMul,
+}
