@@ -279,5 +279,22 @@ def _accepted_scale(extent_out: int, extent: int) -> np.float32:
     return scale
 
 
-PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {"Resize": (2,)}  # scales, as onnx_given_parameters'
-CONVERTERS: dict[str, type[OnnxOpConverter]] = {"Resize": Resize}
+class Upsample(OnnxOpConverter):
+    """Upsample-9 with scales given at run time: Resize with asymmetric coordinates (nearest:
+    the floor, so an integer scale repeats each element), checked against the declared shape."""
+
+    @classmethod
+    def _impl_v9(cls, bb, inputs, attr, params):
+        data, scales = inputs
+        declared = (NODE_OUTPUT_SHAPES.get() or [None])[0]
+        if _constant(scales, params) is not None or declared is None:
+            return _theirs("Upsample", bb, inputs, attr, params)
+        mode = _text(attr.get("mode"), "nearest")
+        as_resize = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+        rank = len(_static_shape(data))
+        return _resized(bb, data, scales, list(range(rank)), list(declared), None, as_resize, None)
+
+
+# The inputs computed with at run time (as onnx_given_parameters.PARAMETER_SLOTS): scales
+PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {"Resize": (2,), "Upsample": (1,)}
+CONVERTERS: dict[str, type[OnnxOpConverter]] = {"Resize": Resize, "Upsample": Upsample}
