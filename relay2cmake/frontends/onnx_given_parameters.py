@@ -15,7 +15,14 @@ from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, get_constant
 
 from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
-from relay2cmake.frontends.onnx_settled import NODE_OUTPUT_SHAPES, accept, given_from, guard, kept_if_chosen
+from relay2cmake.frontends.onnx_settled import (
+    NODE_OUTPUT_SHAPES,
+    accept,
+    chosen_result,
+    given_from,
+    guard,
+    kept_if_chosen,
+)
 
 
 def _is_constant(expr, params) -> bool:
@@ -261,6 +268,103 @@ class Slice(OnnxOpConverter):
         return kept_if_chosen(bb, result, guard(bb, normal, [[*out, 0]], [0], site))
 
 
+class Col2Im(OnnxOpConverter):
+    """Col2Im: the image whose sliding blocks the input's columns are, overlapping blocks
+    summed. The image shape comes from the declared output, the block shape from the input's
+    extents (the one shape whose blocks give them); both tensors are checked at run time.
+    Each output pixel sums, over the block offsets, the column of the block that covers it
+    there (a block position reached by a whole number of strides)."""
+
+    @classmethod
+    def _impl_v18(cls, bb, inputs, attr, params):
+        data, image, block = inputs
+        out = _declared_output()
+        if out is None:
+            raise NotImplementedError("Col2Im needs its output shape declared (image_shape, block_shape)")
+        batch, planes, length = _static_shape(data)
+        spatial = list(out[2:])
+        rank = len(spatial)
+        dilations = [int(d) for d in attr.get("dilations", [1] * rank)]
+        strides = [int(d) for d in attr.get("strides", [1] * rank)]
+        pads = [int(p) for p in attr.get("pads", [0] * 2 * rank)]
+        counts = _block_counts(spatial, planes // max(out[1], 1), length, dilations, strides, pads)
+        if out[0] != batch or out[1] == 0 or planes % out[1] or not counts:
+            raise NotImplementedError(f"Col2Im: no block shape fits the declared output {list(out)}")
+        accept(image, spatial)
+        accept(block, counts[0][0])
+        # Several block shapes may fit (5 columns of 5 are 1x5 or 5x1 blocks): one image each,
+        # the one the block shape given names chosen at run time.
+        results = [
+            bb.emit_te(
+                _col2im_te, data, out[1], spatial, kernel, blocks, dilations, strides, pads[:rank],
+                primfunc_name_hint="col2im",
+            )
+            for kernel, blocks in counts
+        ]  # fmt: skip
+        given = bb.emit(
+            relax.op.concat([relax.op.astype(image, "int64"), relax.op.astype(block, "int64")], axis=0)
+        )
+        site = (
+            f"Col2Im reads its image shape{given_from(image)} and block shape{given_from(block)} at run "
+            f"time; this package was generated for image {spatial} and blocks "
+            + " or ".join(str(kernel) for kernel, _ in counts)
+        )
+        rows = [[*spatial, *kernel] for kernel, _ in counts]
+        return chosen_result(bb, results, guard(bb, given, rows, list(range(len(rows))), site))
+
+
+def _block_counts(spatial, per_channel: int, length: int, dilations, strides, pads):
+    """Every (block shape, blocks per axis) whose blocks have ``per_channel`` elements and
+    number ``length`` over the image ``spatial``."""
+    rank = len(spatial)
+    found = []
+
+    def blocks_along(axis: int, k: int) -> int:
+        reach = spatial[axis] + pads[axis] + pads[axis + rank] - dilations[axis] * (k - 1) - 1
+        return reach // strides[axis] + 1 if reach >= 0 else 0
+
+    def search(axis: int, kernel: list[int], remaining: int):
+        if axis == rank:
+            blocks = [blocks_along(a, k) for a, k in enumerate(kernel)]
+            if remaining == 1 and int(np.prod(blocks)) == length and min(blocks) >= 1:
+                found.append((kernel, blocks))
+            return
+        for k in range(1, remaining + 1):
+            if remaining % k == 0:
+                search(axis + 1, [*kernel, k], remaining // k)
+
+    search(0, [], per_channel)
+    return found
+
+
+def _col2im_te(data, channels: int, spatial, kernel, blocks, dilations, strides, begins):
+    from tvm import te, tirx
+
+    rank = len(spatial)
+    offsets = [te.reduce_axis((0, k), name=f"k{i}") for i, k in enumerate(kernel)]
+
+    def pixel(n, c, *position):
+        column = c
+        block = tirx.const(0, "int32")
+        valid = tirx.const(True, "bool")
+        for axis in range(rank):
+            column = column * kernel[axis] + offsets[axis]
+            # the block whose offset lands here: (position + pad - offset * dilation) / stride
+            reach = position[axis] + begins[axis] - offsets[axis] * dilations[axis]
+            index = tirx.floordiv(reach, strides[axis])
+            valid = tirx.And(
+                valid,
+                tirx.And(
+                    tirx.And(reach >= 0, tirx.floormod(reach, strides[axis]) == 0), index < blocks[axis]
+                ),
+            )
+            block = block * blocks[axis] + tirx.max(tirx.min(index, blocks[axis] - 1), 0)
+        value = data[n, column, block]
+        return te.sum(tirx.Select(valid, value, tirx.const(0, data.dtype)), axis=offsets)
+
+    return te.compute((data.shape[0], channels, *spatial), pixel, name="col2im")
+
+
 def _count_true(mask) -> relax.Expr:
     return relax.op.sum(relax.op.astype(mask, "int64"))
 
@@ -335,11 +439,13 @@ class Trilu(OnnxOpConverter):
 # The inputs of each operator whose values are computed with at run time: a model that gives
 # one of them as a tensor computed at run time has its declared shapes read (onnx.py).
 PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {
-    "CenterCropPad": (1,), "Pad": (1, 2, 3), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Trilu": (1,),
+    "CenterCropPad": (1,), "Col2Im": (1, 2), "Pad": (1, 2, 3), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4),
+    "Trilu": (1,),
 }  # fmt: skip
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "CenterCropPad": CenterCropPad,
+    "Col2Im": Col2Im,
     "Pad": Pad,
     "Range": Range,
     "Slice": Slice,

@@ -430,7 +430,7 @@ def settle(
     given = bb.emit(relax.op.reshape(wide, [int(np.prod(dims))]))
     site = _site(op_name, node_name, param, plan.accepted)
     chosen = guard(bb, plan.normal_form(bb, given), plan.rows, plan.variant_of, site, plan.compared)
-    return _chosen(bb, results, chosen)
+    return chosen_result(bb, results, chosen)
 
 
 def guard(
@@ -457,15 +457,16 @@ def guard(
 def kept_if_chosen(bb: relax.BlockBuilder, result: relax.Expr, chosen: relax.Expr) -> relax.Expr:
     """``result`` where the guard chose its only variant (the guard stops the run otherwise):
     reading ``chosen`` keeps the guard in the program."""
-    return _chosen(bb, [result], chosen)
+    return chosen_result(bb, [result], chosen)
 
 
-def _chosen(bb, results: list, chosen):
+def chosen_result(bb: relax.BlockBuilder, results: list, chosen: relax.Expr) -> relax.Expr:
+    """The result of the variant ``chosen`` (a guard's), among ``results``, by `where`."""
     first = results[0]
     if isinstance(first.ty, relax.TupleType):
         fields = len(first.ty.fields)
         items = [[bb.emit(relax.TupleGetItem(r, i)) for r in results] for i in range(fields)]
-        return relax.Tuple([_chosen(bb, item, chosen) for item in items])
+        return relax.Tuple([chosen_result(bb, item, chosen) for item in items])
     picked = bb.emit(relax.op.zeros_like(first)) if len(results) == 1 else results[-1]
     for index in reversed(range(len(results) if len(results) == 1 else len(results) - 1)):
         picked = bb.emit(relax.op.where(relax.op.equal(chosen, _i64(index)), results[index], picked))
