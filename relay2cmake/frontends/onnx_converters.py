@@ -1345,13 +1345,14 @@ class Importer(ONNXGraphImporter):
             onnx_settled.settlement(op_name, opset, list(inputs), attrs, list(node.output)) if node else None
         )
         if plan is not None:
-            self._node = None  # a variant's conversion must not settle again
+            self._node = None  # what the node's conversion calls must not settle it again
 
             def convert(constant_inputs):
                 given = onnx_input()
                 for value in constant_inputs:
                     given.append(value)
-                return self._converted(op_name, given, dict(attrs), opset)
+                # the next run-time parameter of the node, if any (Loop: count, then condition)
+                return self._settled_or_converted(node, op_name, given, dict(attrs), opset)
 
             return onnx_settled.settle(self.bb, op_name, node.name, list(inputs), plan, convert)
         return self._converted(op_name, inputs, attrs, opset)

@@ -285,6 +285,25 @@ def _resize_sizes(shapes: NodeShapes) -> Settlement | None:
     return _exact(3, [out[a] for a in axes], "sizes")
 
 
+def _loop_iterations(shapes: NodeShapes) -> int | None:
+    """How often a Loop runs, from its first scan output's declared extent (the outputs after
+    the carried values, one per input after the count and the condition)."""
+    scans = shapes.outputs[len(shapes.inputs) - 2 :]
+    extents = {out[0] for out in scans if out}
+    return extents.pop() if len(extents) == 1 and shapes.length == 1 else None
+
+
+def _loop_count(shapes: NodeShapes) -> Settlement | None:
+    iterations = _loop_iterations(shapes)
+    return None if iterations is None else _exact(0, [iterations], "trip count")
+
+
+def _loop_condition(shapes: NodeShapes) -> Settlement | None:
+    """The first condition: true whenever the loop runs (its body then says when to stop)."""
+    iterations = _loop_iterations(shapes)
+    return None if iterations is None else _exact(1, [int(iterations > 0)], "condition")
+
+
 def _affine_grid(shapes: NodeShapes) -> Settlement | None:
     """AffineGrid's size [N, C, spatial...]: the grid [N, spatial..., k] says all but C, which
     the grid does not depend on (compared as 0, converted as 1)."""
@@ -352,6 +371,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "Resize": ((3, _resize_sizes, 11),),  # scales given at run time: onnx_resize
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
+    "Loop": ((0, _loop_count, 1), (1, _loop_condition, 1)),
 }  # fmt: skip
 
 
@@ -361,7 +381,11 @@ def _is_run_time(expr) -> bool:
     if expr is None or isinstance(expr, tvm.ir.GenericConst) or not isinstance(expr.ty, relax.TensorType):
         return False
     dims = static_dims(expr.ty)
-    return dims is not None and len(dims) <= 1 and str(expr.ty.dtype).startswith(("int", "uint", "float"))
+    return (
+        dims is not None
+        and len(dims) <= 1
+        and str(expr.ty.dtype).startswith(("int", "uint", "float", "bool"))
+    )
 
 
 def settlement(op_name: str, opset: int, inputs: list, attrs: dict, outputs: list[str]) -> Settlement | None:
