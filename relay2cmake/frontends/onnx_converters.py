@@ -48,6 +48,7 @@ from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.frontends import (
     onnx_bounded,
+    onnx_deform_conv,
     onnx_given_parameters,
     onnx_pooling,
     onnx_quantized,
@@ -1171,6 +1172,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_pooling.CONVERTERS,
     **onnx_resize.CONVERTERS,
     **onnx_quantized.CONVERTERS,
+    **onnx_deform_conv.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,

@@ -76,8 +76,8 @@ SUB_BYTE = {
 }  # fmt: skip
 # The preview training domain's optimizers (onnx_training).
 TRAINING = {"test_adam_multiple", "test_nesterov_momentum"}
-# Converters of ours for what TVM's leave out: MaxPool's Indices output (onnx_pooling).
-SECOND_OUTPUTS = {"test_maxpool_with_argmax_2d_precomputed_strides"}
+# Converters of ours for what TVM lacks: MaxPool's Indices output, DeformConv.
+SECOND_OUTPUTS = {"test_maxpool_with_argmax_2d_precomputed_strides", "test_deform_conv_with_mask_bias"}
 # QOperator integer operators (onnx_quantized): exact int32 accumulation, requantized.
 QUANTIZED = {"test_qlinearconv", "test_qlinearmatmul_3D_int8_float16", "test_convinteger_with_padding"}
 # The default run: those, and a few cases of common operator families.
