@@ -49,6 +49,7 @@ from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.frontends import (
     onnx_bounded,
     onnx_deform_conv,
+    onnx_determinant,
     onnx_given_parameters,
     onnx_pooling,
     onnx_quantized,
@@ -1173,6 +1174,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_resize.CONVERTERS,
     **onnx_quantized.CONVERTERS,
     **onnx_deform_conv.CONVERTERS,
+    **onnx_determinant.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
