@@ -305,14 +305,17 @@ def _output_names(model: onnx.ModelProto) -> tuple[str, ...]:
 
 def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     """``op_type (node name)`` for every node TVM's ONNX importer has no converter for."""
-    from relay2cmake.frontends import onnx_training
+    from relay2cmake.frontends import onnx_ml, onnx_training
     from relay2cmake.frontends.onnx_converters import known_operators
+
+    # other domains whose operators we convert (their names do not clash with ONNX's)
+    ours = {onnx_training.DOMAIN: set(onnx_training.CONVERTERS), onnx_ml.DOMAIN: set(onnx_ml.CONVERTERS)}
 
     known = known_operators()
     problems = []
     for index, node in enumerate(model.graph.node):
         label = node.name or f"node #{index}"
-        if node.domain == onnx_training.DOMAIN and node.op_type in onnx_training.CONVERTERS:
+        if node.op_type in ours.get(node.domain, ()):
             continue
         if node.domain not in DEFAULT_DOMAINS:
             problems.append(f"{node.domain}::{node.op_type} ({label}; custom domains are not supported)")
