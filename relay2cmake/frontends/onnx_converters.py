@@ -57,6 +57,7 @@ from relay2cmake.frontends import (
     onnx_resize,
     onnx_settled,
     onnx_sub_byte,
+    onnx_tfidf,
     onnx_training,
 )
 from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
@@ -1177,6 +1178,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_deform_conv.CONVERTERS,
     **onnx_determinant.CONVERTERS,
     **onnx_ml.CONVERTERS,
+    **onnx_tfidf.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
