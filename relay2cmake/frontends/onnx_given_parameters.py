@@ -113,7 +113,10 @@ class Pad(OnnxOpConverter):
         count = len(listed)
         growth = [out[a] - shape[a] for a in listed]
         accept(pads, [g // 2 for g in growth] + [g - g // 2 for g in growth])
-        pads = bb.emit(relax.op.astype(pads, "int64"))
+        # Pads beyond the extents read nothing but the fill (or wrap around) either way:
+        # clamped, no sum below overflows an int64 (undefined in C).
+        reach = max(out) + max(shape) + 1
+        pads = bb.emit(relax.op.clip(relax.op.astype(pads, "int64"), -reach, reach))
         begins = [bb.emit(relax.op.take(pads, _i64(i), axis=0)) for i in range(count)]
         padded = _windowed(bb, data, out, listed, begins, mode, fill)
         # Each axis grows by its two pads: the declared shape holds only for these sums.
@@ -175,17 +178,36 @@ class Range(OnnxOpConverter):
         start, limit, delta = (
             bb.emit(relax.op.reshape(relax.op.astype(x, wide), [])) for x in (start, limit, delta)
         )
+        if wide == "int64":
+            # Integers clamped where no sum or product below overflows (C leaves that
+            # undefined): a range reaching past them does not fit an int64 anyway.
+            start, limit = (bb.emit(relax.op.clip(x, -(1 << 61), 1 << 61)) for x in (start, limit))
+            bound = (1 << 61) // max(count, 1)
+            delta = bb.emit(relax.op.clip(delta, -bound, bound))
         steps = relax.const(np.arange(count, dtype=wide), wide)
         values = bb.emit(relax.op.astype(relax.op.add(start, relax.op.multiply(steps, delta)), dtype))
         span = relax.op.subtract(limit, start)
-        if wide == "int64":  # ceil of an integer quotient: -((-span) // delta)
-            steps_asked = relax.op.negative(relax.op.floor_divide(relax.op.negative(span), delta))
-        else:
-            steps_asked = relax.op.astype(relax.op.ceil(relax.op.divide(span, delta)), "int64")
-        asked = bb.emit(relax.op.reshape(relax.op.maximum(steps_asked, _i64(0)), [1]))
+        zero = relax.op.equal(delta, relax.const(0, wide))
+        if wide == "int64":  # ceil of an integer quotient: -((-span) // delta); a delta of 0 divides by 1
+            divisor = relax.op.where(zero, _i64(1), delta)
+            steps_asked = relax.op.negative(relax.op.floor_divide(relax.op.negative(span), divisor))
+        else:  # inf, NaN or too large for an int64: refused before the cast (undefined in C)
+            steps_asked = relax.op.ceil(relax.op.divide(span, delta))
+            fits = relax.op.logical_and(
+                relax.op.isfinite(steps_asked),
+                relax.op.less(relax.op.abs(steps_asked), relax.const(2.0**62, wide)),
+            )
+            steps_asked = relax.op.astype(relax.op.where(fits, steps_asked, relax.const(-1.0, wide)), "int64")
+        steps_asked = relax.op.where(zero, _i64(-1), relax.op.maximum(steps_asked, _i64(0)))
+        asked = bb.emit(relax.op.reshape(steps_asked, [1]))
+        sources = [
+            f"its {n}{given_from(x)}"
+            for n, x in zip(("start", "limit", "delta"), inputs, strict=True)
+            if not _is_constant(x, params)
+        ]
         site = (
-            f"Range reads its bounds at run time; this package was generated for the {count} "
-            "elements the model declares"
+            f"Range reads {' and '.join(sources)} at run time; this package was generated for the {count} "
+            "elements the model declares (a delta of 0 gives none)"
         )
         return kept_if_chosen(bb, values, guard(bb, asked, [[count]], [0], site))
 
@@ -216,9 +238,17 @@ class Slice(OnnxOpConverter):
             return _theirs("Slice", bb, inputs, attr, params)
         rank = len(shape)
         _accept_slice(given, out, shape, params)
-        starts, ends = (bb.emit(relax.op.astype(x, "int64")) for x in (starts, ends))
-        axes = _i64(np.arange(count)) if axes is None else bb.emit(relax.op.astype(axes, "int64"))
-        steps = _i64(np.ones(count)) if steps is None else bb.emit(relax.op.astype(steps, "int64"))
+        # Clamped first (ONNX clamps starts and ends to the extent, a step longer than the
+        # extent reads one element either way, an axis out of range stays out of range), so
+        # that no sum or product below overflows an int64 (undefined in C).
+        reach = max(shape) + 1
+
+        def clamped(x, low, high):
+            return bb.emit(relax.op.clip(relax.op.astype(x, "int64"), low, high))
+
+        starts, ends = clamped(starts, -reach, reach), clamped(ends, -reach, reach)
+        axes = _i64(np.arange(count)) if axes is None else clamped(axes, -rank - 1, rank)
+        steps = _i64(np.ones(count)) if steps is None else clamped(steps, -reach, reach)
         wrapped = bb.emit(relax.op.where(relax.op.less(axes, _i64(0)), relax.op.add(axes, _i64(rank)), axes))
         counts, problems = [], [_count_true(relax.op.equal(steps, _i64(0)))]
         problems.append(

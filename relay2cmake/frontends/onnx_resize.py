@@ -263,6 +263,12 @@ def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
             relax.const(np.asarray([shape[a] for a in axes], "float64"), "float64"),
         )
     )
+    # a NaN, infinite or huge scale becomes -1 (refused) before the cast, which C leaves
+    # undefined for values an int64 cannot hold
+    representable = op.logical_and(
+        op.isfinite(extents), op.less(op.abs(extents), relax.const(2.0**62, "float64"))
+    )
+    extents = op.where(representable, extents, relax.const(-1.0, "float64"))
     extents = bb.emit(op.astype(extents, "int64"))
     site = (
         f"Resize reads its scales{given_from(scales)} at run time; this package was generated for the "

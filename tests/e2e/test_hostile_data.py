@@ -487,6 +487,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
         helper.make_node("Pad", ["x", "pads"], ["padded"], mode="reflect"),
         helper.make_node("Slice", ["x", "starts", "ends", "slice_axes", "steps"], ["sliced"]),
         helper.make_node("Resize", ["x", "", "scales"], ["resized"], mode="nearest"),
+        helper.make_node("Range", ["start", "limit", "delta"], ["range"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -498,6 +499,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
             helper.make_tensor_value_info("pads", TensorProto.INT64, [6]),
             *[helper.make_tensor_value_info(n, TensorProto.INT64, [1]) for n in SLICE_PARAMETERS],
             helper.make_tensor_value_info("scales", TensorProto.FLOAT, [3]),
+            *[helper.make_tensor_value_info(n, TensorProto.INT64, []) for n in ("start", "limit", "delta")],
         ],
         [
             helper.make_tensor_value_info("sums", TensorProto.FLOAT, [3, 4]),
@@ -505,6 +507,7 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
             helper.make_tensor_value_info("padded", TensorProto.FLOAT, [3, 7, 4]),
             helper.make_tensor_value_info("sliced", TensorProto.FLOAT, [3, 2, 4]),
             helper.make_tensor_value_info("resized", TensorProto.FLOAT, [3, 2, 4]),
+            helper.make_tensor_value_info("range", TensorProto.INT64, [3]),
         ],
     )
     model = save_model(graph, tmp_path / "p.onnx", 13)
@@ -519,8 +522,8 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
     # Resize's scales: 0.5 and 0.6 both give 2 rows of 4 (and read different rows), 0.75 gives 3
     good = [
         ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5),
-        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0], slices[1], 0.6),
-        ([2], [6, -1], [0, 0, 0, 0, 3, 0], slices[2], 0.74),
+        ([-1], [-1, 8], [0, 3, 0, 0, 0, 0], slices[1], 0.6, (10, 4, -2)),
+        ([2], [6, -1], [0, 0, 0, 0, 3, 0], slices[2], 0.74, (-5, -2, 1)),
     ]
     bad = {
         "axes": ([0], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5),  # gives [4, 4]
@@ -532,10 +535,11 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
         "scales": ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.75),
     }
 
-    def parameters(axes, shape, pads, sliced, scale):
+    def parameters(axes, shape, pads, sliced, scale, bounds=(0, 3, 1)):  # in the model's order
         feeds = {"x": x, "axes": np.array(axes), "shape": np.array(shape), "pads": np.array(pads)}
         feeds.update({n: np.array([v]) for n, v in zip(SLICE_PARAMETERS, sliced, strict=True)})
-        return {**feeds, "scales": np.array([1.0, scale, 1.0], np.float32)}  # in the model's order
+        feeds["scales"] = np.array([1.0, scale, 1.0], np.float32)
+        return {**feeds, **{n: np.array(v) for n, v in zip(("start", "limit", "delta"), bounds, strict=True)}}
 
     for kernels, cli in _sanitized_clis(tmp_path, "parameters").items():
         for case, values in enumerate(good):
@@ -546,7 +550,21 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
                 np.testing.assert_allclose(
                     np.load(out / f"output_{index}.npy"), want, rtol=1e-5, err_msg=kernels
                 )
-        cases = [*bad.items(), ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5))]
+        cases = [
+            *bad.items(),
+            ("axes", ([1 << 40], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5)),
+            ("scales", ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], float("nan"))),
+            ("scales", ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 1e30)),
+            # values whose sums or products overflow int64 unless clamped first
+            ("pads", ([1], [6, 8], [0, 1 << 62, 0, 0, 1 << 62, 0], slices[0], 0.5)),
+            ("steps", ([1], [6, 8], [0, 1, 0, 0, 2, 0], (1 << 62, 1 << 62, 1, 1 << 62), 0.5)),
+            ("ends", ([1], [6, 8], [0, 1, 0, 0, 2, 0], (-(1 << 63), (1 << 63) - 1, 1, 1), 0.5)),
+            ("delta", ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5, (0, 3, 0))),  # divides by 0
+            (
+                "start",
+                ([1], [6, 8], [0, 1, 0, 0, 2, 0], slices[0], 0.5, (-(1 << 63), (1 << 63) - 1, 1 << 62)),
+            ),
+        ]
         for case, (name, values) in enumerate(cases):
             feeds = parameters(*values)
             result, out = _run_cli(cli, feeds, tmp_path / f"{kernels}bad{case}")
