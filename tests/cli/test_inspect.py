@@ -41,7 +41,7 @@ def test_inspect_lists_unsupported_operators(zoo_dir):
     # Celu is not among them: its ONNX function body replaces it, as in gen.
     assert report["unsupported"] == [
         "RandomNormalLike (jitter)",
-        "Det (determinant)",
+        "RandomUniformLike (noise)",
         "Multinomial (draw)",
     ]
     text = _inspect_text(str(zoo_dir / "unsupported.onnx"))

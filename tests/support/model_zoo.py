@@ -312,20 +312,21 @@ def runtime_axes(declared: bool = True) -> onnx.ModelProto:
 
 
 def unsupported_ops() -> onnx.ModelProto:
-    """Valid ONNX using operators that nothing converts (RandomNormalLike, Det, Multinomial), and
+    """Valid ONNX using operators that nothing converts (RandomNormalLike, RandomUniformLike,
+    Multinomial: a static package has no random source), and
     Celu, which nothing converts either but ONNX defines as a function (its body is used)."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="fine"),
         helper.make_node("Celu", ["r"], ["s"], name="smooth_step"),
         helper.make_node("RandomNormalLike", ["s"], ["c"], name="jitter"),
-        helper.make_node("Det", ["c"], ["d"], name="determinant"),
+        helper.make_node("RandomUniformLike", ["c"], ["d"], name="noise"),
         helper.make_node("Multinomial", ["x"], ["p"], name="draw", sample_size=1),
     ]
     graph = helper.make_graph(
         nodes,
         "unsupported",
         [_float_info("x", [3, 3])],
-        [_float_info("d", []), helper.make_tensor_value_info("p", TensorProto.INT32, [3, 1])],
+        [_float_info("d", [3, 3]), helper.make_tensor_value_info("p", TensorProto.INT32, [3, 1])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
     model.ir_version = 10
