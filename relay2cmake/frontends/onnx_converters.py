@@ -59,6 +59,7 @@ from relay2cmake.frontends import (
     onnx_sub_byte,
     onnx_tfidf,
     onnx_training,
+    onnx_windows,
 )
 from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
 from relay2cmake.frontends.onnx_weights import initializer_values
@@ -1179,6 +1180,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_determinant.CONVERTERS,
     **onnx_ml.CONVERTERS,
     **onnx_tfidf.CONVERTERS,
+    **onnx_windows.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,

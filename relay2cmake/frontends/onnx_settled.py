@@ -304,6 +304,14 @@ def _loop_condition(shapes: NodeShapes) -> Settlement | None:
     return None if iterations is None else _exact(1, [int(iterations > 0)], "condition")
 
 
+def _window_size(shapes: NodeShapes) -> Settlement | None:
+    """HannWindow, HammingWindow, BlackmanWindow: the window is as long as its size says."""
+    out = shapes.outputs[0]
+    if out is None or len(out) != 1 or shapes.length != 1:
+        return None
+    return _exact(0, [out[0]], "size")
+
+
 def _affine_grid(shapes: NodeShapes) -> Settlement | None:
     """AffineGrid's size [N, C, spatial...]: the grid [N, spatial..., k] says all but C, which
     the grid does not depend on (compared as 0, converted as 1)."""
@@ -372,6 +380,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
     "Loop": ((0, _loop_count, 1), (1, _loop_condition, 1)),
+    **{op: ((0, _window_size, 17),) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
 }  # fmt: skip
 
 
