@@ -80,7 +80,7 @@ PACKED = frozenset(name for name, d in DTYPES.items() if d.packed)
 def storage_bytes(name: str, shape: tuple[int, ...] | list[int]) -> int:
     """The bytes a tensor takes in a C buffer (sub-byte types packed, the last byte padded)."""
     elements = int(np.prod(shape, dtype=np.int64))
-    bits = 8 if name == "bool" else lookup(name).bits if name in DTYPES else np.dtype(name).itemsize * 8
+    bits = lookup(name).bits if name in DTYPES else np.dtype(name).itemsize * 8  # bool: a byte
     return (elements * bits + 7) // 8
 
 

@@ -102,11 +102,11 @@ def make_inputs(
     arrays = []
     for signature in imported.inputs:
         dtype = numpy_dtype(signature.dtype)
-        bits = lookup(signature.dtype).bits
         if signature.name in imported.settled_values:
             array = imported.settled_values[signature.name]
         elif signature.dtype in PACKED and signature.dtype.startswith(("int", "uint")):
             # every value of the type: the sign of int4/int2 is in their top bit
+            bits = lookup(signature.dtype).bits
             low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signature.dtype[0] == "i" else (0, 1 << bits)
             array = rng.integers(low, high, signature.shape).astype(dtype)
         elif dtype.kind == "f" or signature.dtype in RAW_BITS:

@@ -35,10 +35,6 @@ IGNORED_OPS = frozenset({"relax.null_value", "relax.vm.alloc_storage", "relax.vm
 IGNORED_PACKED = frozenset({"vm.builtin.check_tensor_info", "vm.builtin.match_shape", "vm.builtin.shape_of"})
 
 
-def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
-    return storage_bytes(dtype, shape)
-
-
 @dataclass(frozen=True)
 class IOTensor:
     """A model input or output as the C API presents it."""
@@ -60,7 +56,7 @@ class IOTensor:
 
     @property
     def nbytes(self) -> int:
-        return tensor_bytes(self.dtype, self.shape)
+        return storage_bytes(self.dtype, self.shape)
 
 
 @dataclass(frozen=True)
@@ -412,8 +408,8 @@ class _Builder:
                 info["home"] == "arena"
                 and extent_refs[i] is None
                 and roots.count(root) == 1
-                and tensor_bytes(info["dtype"], info["shape"])
-                == tensor_bytes(self.buffers[ref]["dtype"], self.buffers[ref]["shape"])
+                and storage_bytes(info["dtype"], info["shape"])
+                == storage_bytes(self.buffers[ref]["dtype"], self.buffers[ref]["shape"])
                 and (not info["symbolic"] or info["symbolic"] == self.buffers[ref]["symbolic"])
             ):
                 direct[root] = i
@@ -426,14 +422,17 @@ class _Builder:
                 first = self.defined_at[index]
                 last = self.last_use.get(index, first)
                 lifetimes.append(
-                    arena.Lifetime(f"t{index}", tensor_bytes(info["dtype"], info["shape"]), first, last)
+                    arena.Lifetime(f"t{index}", storage_bytes(info["dtype"], info["shape"]), first, last)
                 )
         intermediate_bytes = arena.pack(lifetimes)[1] if lifetimes else 0
         for position, root in enumerate(self.input_roots if self.stage_inputs else []):
             info = self.buffers[root]
             lifetimes.append(
                 arena.Lifetime(
-                    f"in{position}", tensor_bytes(info["dtype"], info["shape"]), 0, self.last_use.get(root, 0)
+                    f"in{position}",
+                    storage_bytes(info["dtype"], info["shape"]),
+                    0,
+                    self.last_use.get(root, 0),
                 )
             )
         for position, step in enumerate(self.steps):
@@ -456,7 +455,7 @@ class _Builder:
         outputs = _io_table(self.imported.outputs, extent_refs)
         for io, ref in zip(outputs, output_refs, strict=True):
             held = self.buffers[ref]
-            computed = (held["dtype"], tensor_bytes(held["dtype"], held["shape"]))
+            computed = (held["dtype"], storage_bytes(held["dtype"], held["shape"]))
             if computed != (carrier(io.dtype, io.shape)[0], io.nbytes):
                 raise ModelError(f"Output {io.name!r} does not match what the lowered model computes.")
         guards = step_guards(

@@ -16,13 +16,13 @@ import onnx
 
 from relay2cmake import arena
 from relay2cmake.commands.inspect_report import Report, TensorReport
+from relay2cmake.dtypes import storage_bytes
 from relay2cmake.errors import UserError
 from relay2cmake.frontends import check_input_shape_names, check_model_path
 from relay2cmake.frontends.onnx import load_checked, unsupported_nodes, with_function_bodies
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
 from relay2cmake.frontends.onnx_weights import initializer_bytes
-from relay2cmake.plan import tensor_bytes
 
 
 def _dtype(elem_type: int) -> str:
@@ -45,7 +45,8 @@ def _static_bytes(vi: onnx.ValueInfoProto) -> int | None:
         return None
     if not all(d.HasField("dim_value") for d in tensor_type.shape.dim):
         return None
-    return tensor_bytes(ONNX_DTYPES[tensor_type.elem_type], tuple(d.dim_value for d in tensor_type.shape.dim))
+    shape = tuple(d.dim_value for d in tensor_type.shape.dim)
+    return storage_bytes(ONNX_DTYPES[tensor_type.elem_type], shape)
 
 
 def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> int | None:

@@ -161,14 +161,14 @@ def _relax_shape(info) -> list[int | str]:
 def _relax_bytes(info) -> int | None:
     from tvm import relax
 
-    from relay2cmake.plan import tensor_bytes
+    from relay2cmake.dtypes import storage_bytes
 
     if not isinstance(info, relax.TensorType):
         return None
     shape = _relax_shape(info)
     if not all(isinstance(d, int) for d in shape):
         return None
-    return tensor_bytes(str(info.dtype), tuple(int(d) for d in shape))
+    return storage_bytes(str(info.dtype), tuple(int(d) for d in shape))
 
 
 def _relax_lifetimes(main: relax.Function) -> list[arena.Lifetime] | None:

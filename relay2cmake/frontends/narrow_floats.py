@@ -28,6 +28,7 @@ class Float8:
     infinity: int | None  # the encoding of +infinity, None where the format has none
     negative_zero: bool  # False: the FNUZ formats, where 0x80 is NaN
     bits: int = 8  # FLOAT4E2M1 (``FLOAT4``) has 4
+    nan_flips_sign: bool = False  # NaN's encoding XORed with the sign (FLOAT4: a signed zero)
 
 
 FORMATS: dict[str, Float8] = {
@@ -38,7 +39,7 @@ FORMATS: dict[str, Float8] = {
 }
 # No NaN and no infinity: a NaN becomes a zero of the opposite sign (as ml_dtypes, and so
 # ONNX's test data, have it), an overflow the largest value whatever ``saturate`` says.
-FLOAT4 = Float8(1, 1, 6.0, 0x8, None, True, bits=4)
+FLOAT4 = Float8(1, 1, 6.0, 0x8, None, True, bits=4, nan_flips_sign=True)
 E8M0 = "float8_e8m0fnu"  # exponent only: 2^(bits - 127), 0xFF is NaN; no sign, no zero
 NARROW = frozenset(FORMATS) | {E8M0}
 
@@ -121,7 +122,7 @@ def float_code(value: tirx.PrimExpr, fmt: Float8, saturate: bool) -> tirx.PrimEx
             signed = tirx.Select(code == i32(0), code, signed)
         # NaN told by its bits: TVM's simplifier folds ``x != x`` to false
         is_nan = (bits & i32(0x7FFFFFFF)) > i32(0x7F800000)
-        return tirx.Select(is_nan, i32(fmt.nan) ^ sign if fmt is FLOAT4 else i32(fmt.nan), signed)
+        return tirx.Select(is_nan, i32(fmt.nan) ^ sign if fmt.nan_flips_sign else i32(fmt.nan), signed)
 
     return _let(_let(tirx.abs(value), "float32", from_magnitude), "int32", from_code)
 

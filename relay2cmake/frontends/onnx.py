@@ -601,6 +601,7 @@ def _output_signatures(
     output (``packed``: its type and shape) is returned as its packed bytes."""
     from tvm import relax
 
+    packed = packed or {}
     ret = module["main"].ret_ty
     fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
     if len(fields) != len(names) + len(bounded):
@@ -613,9 +614,8 @@ def _output_signatures(
                 "shape-like inputs or on operators computed at run time; freeze those with "
                 "--constant-input, as a static package needs every shape at generation time."
             )
-        if name in (packed or {}):
-            dtype, unpacked_shape = (packed or {})[name]
-            signatures.append(TensorSignature(name, dtype, unpacked_shape))
+        if name in packed:
+            signatures.append(TensorSignature(name, *packed[name]))
             continue
         shape, symbolic = symbolic_shape(info.shape.values, dims, f"Output {name!r}")
         signatures.append(TensorSignature(name, str(info.dtype), shape, bounded.get(name), symbolic))

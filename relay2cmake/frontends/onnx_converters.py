@@ -61,7 +61,7 @@ from relay2cmake.frontends import (
     onnx_training,
     onnx_windows,
 )
-from relay2cmake.frontends.onnx_converter_support import OPSET, _static_shape, _theirs
+from relay2cmake.frontends.onnx_converter_support import OPSET, _attr_text, _static_shape, _theirs
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.tensor_memory import adopted_tensor
 
@@ -547,12 +547,6 @@ class Pow(OnnxOpConverter):
             raised = relax.op.power(relax.op.astype(base, "float64"), relax.op.astype(exponent, "float64"))
             return relax.op.astype(raised, base_type)
         return relax.op.power(base, relax.op.astype(exponent, base_type))
-
-
-def _attr_text(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _nll_loss(log_prob, target, weight, attr) -> relax.Expr:
@@ -1302,10 +1296,7 @@ class Importer(ONNXGraphImporter):
             value = self._nodes[output.name]
             if value in self._bounded:
                 raise NotImplementedError(f"Output {output.name!r} of type {dtype} has a data-dependent size")
-            shape = _static_shape(value)
-            if shape is None:
-                raise NotImplementedError(f"Output {output.name!r} of type {dtype} has no static shape")
-            self.packed_outputs[output.name] = (dtype, tuple(shape))
+            self.packed_outputs[output.name] = (dtype, tuple(_static_shape(value)))
             self._nodes[output.name] = onnx_sub_byte.packed(self.bb, value, dtype)
 
     def _check_for_unsupported_ops(self, graph):

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 from tvm import relax
-from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, get_constant
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
-from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
+from relay2cmake.frontends.onnx_converter_support import (
+    _attr_text,
+    _constant_value,
+    _i64,
+    _static_shape,
+    _theirs,
+)
 from relay2cmake.frontends.onnx_settled import (
-    NODE_OUTPUT_SHAPES,
     accept,
     chosen_result,
+    declared_output,
     given_from,
     guard,
     kept_if_chosen,
@@ -26,16 +32,7 @@ from relay2cmake.frontends.onnx_settled import (
 
 
 def _is_constant(expr, params) -> bool:
-    return expr is None or hasattr(get_constant(expr, params), "value")
-
-
-def _declared_output() -> tuple[int, ...] | None:
-    shapes = NODE_OUTPUT_SHAPES.get() or [None]
-    return shapes[0]
-
-
-def _i64(values) -> relax.Expr:
-    return relax.const(np.asarray(values, dtype="int64"), "int64")
+    return expr is None or _constant_value(expr, params) is not None
 
 
 def _source_indices(positions, extent: int, mode: str):
@@ -89,21 +86,16 @@ class Pad(OnnxOpConverter):
         data, pads = inputs[0], inputs[1]
         value = inputs[2] if len(inputs) > 2 else None
         axes = inputs[3] if len(inputs) > 3 else None
-        out = _declared_output()
+        out = declared_output()
         constant = _is_constant(pads, params) and _is_constant(value, params)
         if constant or out is None or not _is_constant(axes, params):
             return _theirs("Pad", bb, inputs, attr, params)
         shape = _static_shape(data)
         rank = len(shape)
-        listed = (
-            list(range(rank))
-            if axes is None
-            else [int(a) % rank for a in get_constant(axes, params).value.numpy()]
-        )
+        listed = list(range(rank)) if axes is None else [int(a) % rank for a in _constant_value(axes, params)]
         if len(out) != rank or any(out[a] != shape[a] for a in range(rank) if a not in listed):
             return _theirs("Pad", bb, inputs, attr, params)
-        mode = attr.get("mode", b"constant")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = _attr_text(attr.get("mode"), "constant")
         dtype = str(data.ty.dtype)
         fill = (
             relax.const(0, dtype)
@@ -148,7 +140,7 @@ class CenterCropPad(OnnxOpConverter):
         shape = _static_shape(data)
         rank = len(shape)
         axes = [int(a) % rank for a in attr.get("axes", range(rank))]
-        targets = [int(t) for t in get_constant(size, params).value.numpy().reshape(-1)]
+        targets = [int(t) for t in _constant_value(size, params).reshape(-1)]
         out = list(shape)
         begins = []
         for axis, target in zip(axes, targets, strict=True):
@@ -167,7 +159,7 @@ class Range(OnnxOpConverter):
     @classmethod
     def _impl_v11(cls, bb, inputs, attr, params):
         start, limit, delta = inputs
-        out = _declared_output()
+        out = declared_output()
         if all(_is_constant(x, params) for x in inputs) or out is None:
             return _theirs("Range", bb, inputs, attr, params)
         (count,) = out
@@ -228,7 +220,7 @@ class Slice(OnnxOpConverter):
         data, starts, ends = inputs[:3]
         axes = inputs[3] if len(inputs) > 3 else None
         steps = inputs[4] if len(inputs) > 4 else None
-        out = _declared_output()
+        out = declared_output()
         shape = _static_shape(data)
         given = [starts, ends, axes, steps]
         if all(_is_constant(x, params) for x in given) or out is None or len(out) != len(shape):
@@ -308,7 +300,7 @@ class Col2Im(OnnxOpConverter):
     @classmethod
     def _impl_v18(cls, bb, inputs, attr, params):
         data, image, block = inputs
-        out = _declared_output()
+        out = declared_output()
         if out is None:
             raise NotImplementedError("Col2Im needs its output shape declared (image_shape, block_shape)")
         batch, planes, length = _static_shape(data)
@@ -420,17 +412,14 @@ def _accept_slice(given, out, shape, params) -> None:
     count = _static_shape(starts)[0]
     rank = len(shape)
 
-    def constant(x):
-        return None if x is None or not _is_constant(x, params) else get_constant(x, params).value.numpy()
-
     changed = [a for a in range(rank) if out[a] != shape[a]]
-    axis_values = np.arange(count) if axes is None else constant(axes)
+    axis_values = np.arange(count) if axes is None else _constant_value(axes, params)
     if axis_values is None:  # given at run time: the axes whose extent changes first
         axis_values = np.array((changed + [a for a in range(rank) if a not in changed])[:count])
-    step_values = constant(steps)
+    step_values = _constant_value(steps, params)
     if step_values is None:
         step_values = np.ones(count, np.int64)
-    start_values = constant(starts)
+    start_values = _constant_value(starts, params)
     begins, finals = [], []
     for k, (axis, step) in enumerate(
         zip(axis_values.reshape(-1) % rank, step_values.reshape(-1), strict=True)

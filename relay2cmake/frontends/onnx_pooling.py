@@ -10,19 +10,13 @@ from typing import TYPE_CHECKING
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
-from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
+from relay2cmake.frontends.onnx_converter_support import _attr_text, _static_shape, _theirs
 from relay2cmake.frontends.onnx_settled import NODE_OUTPUT_SHAPES
 
 if TYPE_CHECKING:
     from tvm import te
 
 _NONE = (1 << 63) - 1  # no element of the window is the maximum (only NaN windows)
-
-
-def _attr_text(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _begin_pads(attr, spatial: list[int], out: list[int], kernel, strides, dilations) -> list[int]:

@@ -29,7 +29,7 @@ def _centred(bb, values, zero_point, per_axis: int | None = None):
     return bb.emit(relax.op.subtract(wide, zero))
 
 
-def _requantized(bb, accumulated, multiplier, zero_point, dtype: str):
+def _requantized(accumulated, multiplier, zero_point, dtype: str):
     """The int32 ``accumulated`` scaled by ``multiplier`` (float64), rounded half to even,
     offset by the output zero point and saturated to ``dtype``."""
     value = relax.op.multiply(relax.op.astype(accumulated, "float64"), multiplier)
@@ -46,7 +46,7 @@ def _multiplier(bb, *scales, view: list[int] | None = None):
     first, second, third = scales
     product = relax.op.divide(relax.op.multiply(first, second), third)
     product = bb.emit(relax.op.astype(product, "float64"))
-    if view is not None and int(np.prod(_static_shape(product) or [1])) > 1:
+    if view is not None and int(np.prod(_static_shape(product))) > 1:
         product = bb.emit(relax.op.reshape(product, view))
     return product
 
@@ -71,7 +71,7 @@ class QLinearMatMul(OnnxOpConverter):
             a_scale = bb.emit(relax.op.reshape(a_scale, rows))
         multiplier = _multiplier(bb, a_scale, b_scale, y_scale)
         dtype = str(y_zero.ty.dtype) if y_zero is not None else str(a.ty.dtype)
-        return _requantized(bb, accumulated, multiplier, y_zero, dtype)
+        return _requantized(accumulated, multiplier, y_zero, dtype)
 
 
 def _int32_conv(bb, x, w, attr, params):
@@ -101,7 +101,7 @@ class QLinearConv(OnnxOpConverter):
             accumulated = bb.emit(relax.op.add(accumulated, relax.op.reshape(bias, channels)))
         multiplier = _multiplier(bb, x_scale, w_scale, y_scale, view=channels)
         dtype = str(y_zero.ty.dtype) if y_zero is not None else str(x.ty.dtype)
-        return _requantized(bb, accumulated, multiplier, y_zero, dtype)
+        return _requantized(accumulated, multiplier, y_zero, dtype)
 
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {

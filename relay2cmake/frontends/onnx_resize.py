@@ -16,27 +16,14 @@ import math
 
 import numpy as np
 from tvm import relax
-from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, get_constant
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
-from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
-from relay2cmake.frontends.onnx_settled import NODE_OUTPUT_SHAPES, accept, given_from, guard, kept_if_chosen
-
-
-def _text(value, default: str) -> str:
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else str(value)
+from relay2cmake.frontends.onnx_converter_support import _attr_text, _constant_value, _static_shape, _theirs
+from relay2cmake.frontends.onnx_settled import accept, declared_output, given_from, guard, kept_if_chosen
 
 
 def _f32(value) -> relax.Expr:
     return relax.const(np.asarray(value, dtype="float32"), "float32")
-
-
-def _constant(expr, params) -> np.ndarray | None:
-    if expr is None:
-        return None
-    value = get_constant(expr, params)
-    return value.value.numpy() if hasattr(value, "value") else None
 
 
 def _source_positions(positions, scale, extent: int, extent_out: int, mode: str, roi):
@@ -91,11 +78,11 @@ def _taps(bb, x, attr, scale, smallest_scale: float, extent: int):
     ``smallest_scale`` the output extent allows, and those beyond a larger scale's filter
     weigh 0."""
     op = relax.op
-    mode = _text(attr.get("mode"), "nearest")
+    mode = _attr_text(attr.get("mode"), "nearest")
     base = bb.emit(op.subtract(op.ceil(x), _f32(1.0)))  # the last position before x
     ratio = bb.emit(op.expand_dims(op.subtract(x, base), 1))  # in (0, 1]
     if mode == "nearest":
-        rule = _text(attr.get("nearest_mode"), "round_prefer_floor")
+        rule = _attr_text(attr.get("nearest_mode"), "round_prefer_floor")
         half = _f32(0.5)
         if rule == "round_prefer_floor":
             after = op.greater(ratio, half)
@@ -143,7 +130,7 @@ def _resized_axis(bb, data, axis: int, extent_out: int, scale, smallest_scale: f
     shape = _static_shape(data)
     extent = shape[axis]
     positions = _f32(np.arange(extent_out))
-    mode = _text(attr.get("coordinate_transformation_mode"), "half_pixel")
+    mode = _attr_text(attr.get("coordinate_transformation_mode"), "half_pixel")
     x, outside = _source_positions(positions, scale, extent, extent_out, mode, roi)
     x = bb.emit(x)
     base, offsets, weights = _taps(bb, x, attr, scale, smallest_scale, extent)
@@ -182,19 +169,21 @@ class Resize(OnnxOpConverter):
         shape = _static_shape(data)
         rank = len(shape)
         axes = [int(a) % rank for a in attr.get("axes", range(rank))]
-        declared = (NODE_OUTPUT_SHAPES.get() or [None])[0]
-        scale_values = _constant(scales, params)
+        declared = declared_output()
+        scale_values = _constant_value(scales, params)
         if scale_values is not None and scale_values.size == 0:
             scale_values, scales = None, None
-        size_values = _constant(sizes, params)
+        size_values = _constant_value(sizes, params)
         if size_values is not None and size_values.size == 0:
             size_values = None
-        policy = _text(attr.get("keep_aspect_ratio_policy"), "stretch")
+        policy = _attr_text(attr.get("keep_aspect_ratio_policy"), "stretch")
         antialias = bool(attr.get("antialias", 0))
         run_time = scales is not None and scale_values is None
         if policy != "stretch" or not str(data.ty.dtype).startswith(("float", "int", "uint")):
             return _theirs("Resize", bb, inputs, attr, params)
         if size_values is not None:
+            if not antialias and axes == list(range(rank)):
+                return _theirs("Resize", bb, inputs, attr, params)  # TVM's takes sizes of every axis
             out = list(shape)
             for a, size in zip(axes, size_values.reshape(-1), strict=True):
                 out[a] = int(size)
@@ -213,10 +202,8 @@ class Resize(OnnxOpConverter):
             out = list(declared)
         else:
             return _theirs("Resize", bb, inputs, attr, params)
-        if size_values is not None and not antialias and axes == list(range(rank)):
-            return _theirs("Resize", bb, inputs, attr, params)  # TVM's takes sizes of every axis
-        mode = _text(attr.get("coordinate_transformation_mode"), "half_pixel")
-        roi_values = _constant(roi, params) if mode == "tf_crop_and_resize" else None
+        mode = _attr_text(attr.get("coordinate_transformation_mode"), "half_pixel")
+        roi_values = _constant_value(roi, params) if mode == "tf_crop_and_resize" else None
         if mode == "tf_crop_and_resize" and roi_values is None:
             return _theirs("Resize", bb, inputs, attr, params)
         return _resized(bb, data, inputs[2] if run_time else None, axes, out, scale_values, attr, roi_values)
@@ -233,10 +220,10 @@ def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
         given = bb.emit(op.astype(scales, "float32"))
         accept(scales, [_accepted_scale(out[a], shape[a]) for a in axes])
     mask = None
+    cropped = roi_values is not None  # tf_crop_and_resize: even an unscaled axis is cropped
     for k, axis in enumerate(axes):
         if scales is None:
             value = float(np.float32(scale_values.reshape(-1)[k]))
-            cropped = _text(attr.get("coordinate_transformation_mode"), "") == "tf_crop_and_resize"
             if value == 1.0 and out[axis] == shape[axis] and not cropped:
                 continue  # an unscaled axis reads every position as it is
             scale = _f32(value)
@@ -292,10 +279,10 @@ class Upsample(OnnxOpConverter):
     @classmethod
     def _impl_v9(cls, bb, inputs, attr, params):
         data, scales = inputs
-        declared = (NODE_OUTPUT_SHAPES.get() or [None])[0]
-        if _constant(scales, params) is not None or declared is None:
+        declared = declared_output()
+        if _constant_value(scales, params) is not None or declared is None:
             return _theirs("Upsample", bb, inputs, attr, params)
-        mode = _text(attr.get("mode"), "nearest")
+        mode = _attr_text(attr.get("mode"), "nearest")
         as_resize = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
         rank = len(_static_shape(data))
         return _resized(bb, data, scales, list(range(rank)), list(declared), None, as_resize, None)

@@ -32,6 +32,7 @@ import tvm
 from tvm import relax
 
 from relay2cmake.builtins import INPUT_MARK, SETTLE
+from relay2cmake.frontends.onnx_converter_support import _i64
 from relay2cmake.relax_shapes import static_dims
 
 # Tensor name → the static shape the model declares (or ONNX's inference derives) for it,
@@ -84,8 +85,11 @@ class NodeShapes:
     length: int  # elements of the parameter tensor
 
 
-def _i64(values) -> relax.Expr:
-    return relax.const(np.asarray(values, dtype="int64"), "int64")
+def declared_output() -> tuple[int, ...] | None:
+    """The shape the model declares (or ONNX infers) for the first output of the node being
+    converted, or None."""
+    shapes = NODE_OUTPUT_SHAPES.get() or [None]
+    return shapes[0]
 
 
 def _counts_per_axis(rank: int):
@@ -258,14 +262,20 @@ def _split(shapes: NodeShapes) -> Settlement | None:
     return _exact(1, [o[axis] for o in shapes.outputs if o is not None], "split")
 
 
-def _center_crop_pad(shapes: NodeShapes) -> Settlement | None:
-    data, out = shapes.inputs[0], shapes.outputs[0]
-    if data is None or out is None:
-        return None
-    axes = [int(a) % len(data) for a in shapes.attrs.get("axes", range(len(data)))]
-    if len(axes) != shapes.length:
-        return None
-    return _exact(1, [out[a] for a in axes], "shape")
+def _extents_of_axes(slot: int, what: str) -> Callable[[NodeShapes], Settlement | None]:
+    """The rule for a parameter that lists the output's extent on each of the ``axes``
+    attribute (all by default): CenterCropPad's shape, Resize's sizes."""
+
+    def rule(shapes: NodeShapes) -> Settlement | None:
+        data, out = shapes.inputs[0], shapes.outputs[0]
+        if data is None or out is None:
+            return None
+        axes = [int(a) % len(data) for a in shapes.attrs.get("axes", range(len(data)))]
+        if len(axes) != shapes.length:
+            return None
+        return _exact(slot, [out[a] for a in axes], what)
+
+    return rule
 
 
 def _one_hot(shapes: NodeShapes) -> Settlement | None:
@@ -273,16 +283,6 @@ def _one_hot(shapes: NodeShapes) -> Settlement | None:
     if out is None or shapes.length != 1:
         return None
     return _exact(1, [out[_axis(shapes, len(out))]], "depth")
-
-
-def _resize_sizes(shapes: NodeShapes) -> Settlement | None:
-    data, out = shapes.inputs[0], shapes.outputs[0]
-    if data is None or out is None:
-        return None
-    axes = [int(a) % len(data) for a in shapes.attrs.get("axes", range(len(data)))]
-    if len(axes) != shapes.length:
-        return None
-    return _exact(3, [out[a] for a in axes], "sizes")
 
 
 def _loop_iterations(shapes: NodeShapes) -> int | None:
@@ -374,9 +374,9 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "ConstantOfShape": ((0, _constant_of_shape, 9),),
     "TopK": ((1, _top_k, 10),),
     "Split": ((1, _split, 13),),
-    "CenterCropPad": ((1, _center_crop_pad, 18),),
+    "CenterCropPad": ((1, _extents_of_axes(1, "shape"), 18),),
     "OneHot": ((1, _one_hot, 9),),
-    "Resize": ((3, _resize_sizes, 11),),  # scales given at run time: onnx_resize
+    "Resize": ((3, _extents_of_axes(3, "sizes"), 11),),  # scales given at run time: onnx_resize
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
     "Loop": ((0, _loop_count, 1), (1, _loop_condition, 1)),

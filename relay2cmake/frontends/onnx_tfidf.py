@@ -13,7 +13,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
-from relay2cmake.frontends.onnx_converter_support import _static_shape
+from relay2cmake.frontends.onnx_converter_support import _attr_text, _static_shape
 
 if TYPE_CHECKING:
     from tvm import te
@@ -92,8 +92,7 @@ class TfIdfVectorizer(OnnxOpConverter):
             for gram, index in enumerate(indexes[: len(grams)]):
                 placement[gram, index] = 1.0
             counts = bb.emit(relax.op.matmul(per_gram, relax.const(placement, "float32")))
-        mode = attr.get("mode", b"TF")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = _attr_text(attr.get("mode"), "TF")
         weights = attr.get("weights")
         weight = relax.const(np.asarray(weights, np.float32), "float32") if weights else None
         if mode == "IDF":

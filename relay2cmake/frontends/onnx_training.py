@@ -12,6 +12,8 @@ from __future__ import annotations
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
+from relay2cmake.frontends.onnx_converter_support import _attr_text
+
 DOMAIN = "ai.onnx.preview.training"
 
 
@@ -63,8 +65,7 @@ class Momentum(OnnxOpConverter):
     def _impl_v1(cls, bb, inputs, attr, params):
         alpha, beta = float(attr["alpha"]), float(attr["beta"])
         norm = float(attr.get("norm_coefficient", 0.0))
-        mode = attr.get("mode", b"standard")
-        nesterov = (mode.decode() if isinstance(mode, bytes) else mode) == "nesterov"
+        nesterov = _attr_text(attr.get("mode"), "standard") == "nesterov"
         results = []
         for x, g, v in _groups(inputs, 1):
             r, t = _scalar(bb, inputs[0], x), _scalar(bb, inputs[1], x)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 from tvm import relax
-from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, get_constant
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
+from relay2cmake.frontends.onnx_converter_support import _constant_value
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 
 # cos(k 2 pi n / N) coefficients (k = 0, 1, 2), ONNX's operator definitions
@@ -22,10 +23,10 @@ def _window(op_name: str):
     class Window(OnnxOpConverter):
         @classmethod
         def _impl_v17(cls, bb, inputs, attr, params):
-            size = get_constant(inputs[0], params)
-            if not hasattr(size, "value"):
+            size = _constant_value(inputs[0], params)
+            if size is None:
                 raise NotImplementedError(f"{op_name} with a size given at run time and no declared output")
-            length = int(size.value.numpy().reshape(-1)[0])
+            length = int(size.reshape(-1)[0])
             divisor = length if int(attr.get("periodic", 1)) else length - 1
             n = np.arange(length, dtype=np.float64)
             phase = 2.0 * np.pi * n / divisor if divisor else np.zeros(length)
