@@ -96,8 +96,10 @@ def at_dims(imported: ImportedModel, values: tuple[int, ...]) -> ImportedModel:
 
 
 def make_inputs(
-    imported: ImportedModel, seed: int = SEED, integer_high: int = 4, unit_floats: bool = False
+    imported: ImportedModel, seed: int = SEED, integer_high: int = 4, floats: str = "normal"
 ) -> tuple[np.ndarray, ...]:
+    """``floats``: "normal" (standard normal values around INPUT_MEAN), "unit" (in [0, 1)) or
+    "whole" (integers in [0, integer_high), for float inputs used as indices)."""
     rng = np.random.default_rng(seed)
     arrays = []
     for signature in imported.inputs:
@@ -110,8 +112,10 @@ def make_inputs(
             low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signature.dtype[0] == "i" else (0, 1 << bits)
             array = rng.integers(low, high, signature.shape).astype(dtype)
         elif dtype.kind == "f" or signature.dtype in RAW_BITS:
-            if unit_floats:
+            if floats == "unit":
                 array = rng.uniform(0.0, 1.0, signature.shape)
+            elif floats == "whole":
+                array = rng.integers(0, integer_high, signature.shape).astype(np.float64)
             else:
                 array = rng.standard_normal(signature.shape) + INPUT_MEAN
             if signature.dtype == "float8_e8m0fnu":  # powers of two only: no sign, no zero
@@ -268,28 +272,27 @@ def compute(
     """Seeded inputs, and the outputs of the most trusted path that a second path confirms."""
     paths = reference_paths(imported) if paths is None else paths
     attempts = _input_attempts(imported)
-    for high, unit_floats in attempts[:-1]:
+    for high, floats in attempts[:-1]:
         try:
-            return _compute(
-                imported, make_inputs(imported, integer_high=high, unit_floats=unit_floats), False, paths
-            )
+            return _compute(imported, make_inputs(imported, integer_high=high, floats=floats), False, paths)
         except UnconfirmedReference:
             continue
-    high, unit_floats = attempts[-1]
-    inputs = make_inputs(imported, integer_high=high, unit_floats=unit_floats)
+    high, floats = attempts[-1]
+    inputs = make_inputs(imported, integer_high=high, floats=floats)
     return _compute(imported, inputs, accept_unconfirmed, paths)
 
 
-def _input_attempts(imported: ImportedModel) -> list[tuple[int, bool]]:
-    """(integer range, floats in [0, 1)) for each draw of golden inputs, until references agree:
-    narrower integers (see INTEGER_RANGES), then floats in [0, 1) as well, for inputs that are
-    probabilities or thresholds (NonMaxSuppression's IoU threshold: ONNX Runtime refuses one
-    outside [0, 1])."""
+def _input_attempts(imported: ImportedModel) -> list[tuple[int, str]]:
+    """(integer range, kind of floats) for each draw of golden inputs, until references agree:
+    narrower integers (see INTEGER_RANGES), then whole floats, for float inputs used as indices
+    (OneHot's: ONNX Runtime casts 0.4 to index 0, ONNX's reference matches it with nothing),
+    then floats in [0, 1), for inputs that are probabilities or thresholds (NonMaxSuppression's
+    IoU threshold: ONNX Runtime refuses one outside [0, 1])."""
     kinds = {numpy_dtype(s.dtype).kind for s in imported.inputs}
     ranges = INTEGER_RANGES if kinds & {"i", "u"} else INTEGER_RANGES[:1]
-    attempts = [(high, False) for high in ranges]
+    attempts = [(high, "normal") for high in ranges]
     if "f" in kinds:
-        attempts.append((ranges[-1], True))
+        attempts += [(INTEGER_RANGES[0], "whole"), (ranges[-1], "unit")]
     return attempts
 
 

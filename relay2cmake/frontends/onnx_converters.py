@@ -26,6 +26,7 @@ Relax from static shapes:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -61,7 +62,13 @@ from relay2cmake.frontends import (
     onnx_training,
     onnx_windows,
 )
-from relay2cmake.frontends.onnx_converter_support import OPSET, _attr_text, _static_shape, _theirs
+from relay2cmake.frontends.onnx_converter_support import (
+    OPSET,
+    _attr_text,
+    _constant_value,
+    _static_shape,
+    _theirs,
+)
 from relay2cmake.frontends.onnx_weights import initializer_values
 from relay2cmake.tensor_memory import adopted_tensor
 
@@ -461,12 +468,18 @@ class LpNormalization(OnnxOpConverter):
 
 
 class OneHot(OnnxOpConverter):
-    """TVM's OneHot passes ``depth`` on as given, and fails when it is a float (ONNX allows
-    any numeric type): make it an integer, then use TVM's converter."""
+    """TVM's OneHot passes ``depth`` and ``indices`` on as given, and fails when they are
+    floats (ONNX allows any numeric type, cast to an integer): make them integers, then use
+    TVM's converter."""
 
     @classmethod
     def _impl_v9(cls, bb, inputs, attr, params):
         indices, depth, values = inputs
+        if "float" in str(indices.ty.dtype):
+            indices = bb.emit(relax.op.astype(indices, "int64"))
+        axis = attr.get("axis", -1)
+        if axis < -1:  # TVM's lowering takes -1 only: counted from the output's rank
+            attr = {**attr, "axis": axis + len(_static_shape(indices)) + 1}
         constant = get_constant(depth, params)
         if hasattr(constant, "value"):
             depth = relax.const(constant.value.numpy().astype("int64"), "int64")
@@ -479,6 +492,62 @@ class OneHot(OnnxOpConverter):
         )
         off, on = (bb.emit(relax.op.take(values, relax.const(i, "int64"), axis=0)) for i in (0, 1))
         return relax.op.where(relax.op.equal(mask, relax.const(1, "int8")), on, off)
+
+
+class _BoolReduction(OnnxOpConverter):
+    """ReduceMax and ReduceMin of bool (opset 20) as ``any`` and ``all``, counted with
+    ReduceSum: TVM's max and min have no identity for bool (nor a right one for an empty
+    uint8 set). Any: some True; all: no False (True over an empty set, as ONNX's rule for the
+    maximum of the type). Other types as TVM does."""
+
+    op_name = ""
+    counted = True  # the value whose presence decides the result: ReduceMax counts Trues
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        data, *rest = inputs
+        if str(data.ty.dtype) != "bool":
+            return _theirs(cls.op_name, bb, inputs, attr, params)
+        hits = bb.emit(relax.op.equal(data, relax.const(cls.counted, "bool")))
+        hits = bb.emit(relax.op.astype(hits, "int64"))
+        count = bb.emit(_theirs("ReduceSum", bb, [hits, *rest], attr, params))
+        found = relax.op.greater(count, relax.const(0, "int64"))
+        return found if cls.counted else relax.op.logical_not(found)
+
+
+class ReduceMax(_BoolReduction):
+    op_name = "ReduceMax"
+
+
+class ReduceMin(_BoolReduction):
+    op_name = "ReduceMin"
+    counted = False
+
+
+class Split(OnnxOpConverter):
+    """Parts of size 0 (ONNX allows them) repeat an index TVM's split needs strictly
+    increasing: such a split becomes one slice per part. Others as TVM does."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        return cls._split(bb, inputs, attr, params, attr.get("split"))
+
+    @classmethod
+    def _impl_v13(cls, bb, inputs, attr, params):
+        given = inputs[1] if len(inputs) > 1 else None
+        return cls._split(bb, inputs, attr, params, _constant_value(given, params))
+
+    @classmethod
+    def _split(cls, bb, inputs, attr, params, sizes):
+        if sizes is None or 0 not in [int(s) for s in np.asarray(sizes).reshape(-1)]:
+            return _theirs("Split", bb, inputs, attr, params)
+        data, axis = inputs[0], int(attr.get("axis", 0))
+        starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, "int64").reshape(-1))])
+        parts = [
+            bb.emit(relax.op.strided_slice(data, axes=[axis], begin=[int(b)], end=[int(e)]))
+            for b, e in itertools.pairwise(starts)
+        ]
+        return relax.Tuple(parts)
 
 
 class _Cumulative(OnnxOpConverter):
@@ -1198,6 +1267,9 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "NegativeLogLikelihoodLoss": NegativeLogLikelihoodLoss,
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
+    "Split": Split,
+    "ReduceMax": ReduceMax,
+    "ReduceMin": ReduceMin,
     "CumSum": CumSum,
     "CumProd": CumProd,
     "Pow": Pow,
