@@ -454,6 +454,39 @@ def test_fused_activations_use_the_vectorizable_math_and_fuse_into_the_matmul(ac
     np.testing.assert_allclose(run(rewritten), run(module), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("exponent", [0.25, 0.5, 0.75, 1.5])
+def test_root_exponents_become_square_roots_within_two_ulps(exponent):
+    """``x ** 0.75`` (LRN's) and the other root exponents are computed from square roots, not
+    by the scalar powf: within two units in the last place of float64's power rounded to
+    float32, and every special value as C's powf has it (-inf gives +inf, a negative number
+    NaN, -0 a zero; NumPy's own power gives NaN for -inf ** 0.5)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.fast_math import vectorizable_math
+
+    rng = np.random.default_rng(11)
+    finite = np.exp(rng.uniform(-80, 80, 4000)).astype("float32")
+    special = np.array([0.0, -0.0, 1.0, -1.0, -2.5, np.inf, -np.inf, np.nan, 1e-45, 3e38], "float32")
+    x = np.concatenate([finite, special])
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.power(data, relax.const(np.float32(exponent))))
+        bb.emit_func_output(out)
+    rewritten = vectorizable_math(bb.get())
+    assert "R.power(" not in rewritten.script() and "R.sqrt(" in rewritten.script()
+    executable = tvm.compile(rewritten, target="llvm")
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    with np.errstate(invalid="ignore"):
+        exact = np.power(x.astype(np.float64), exponent).astype(np.float32)
+    exact[x == -np.inf] = np.inf  # powf(-inf, y) for y > 0 not an odd integer
+    np.testing.assert_array_equal(got[-len(special) :], exact[-len(special) :])
+    ulps = np.abs(got[: len(finite)].view(np.int32).astype(np.int64) - exact[: len(finite)].view(np.int32))
+    assert ulps.max() <= 2, ulps.max()
+
+
 def test_division_by_a_constant_becomes_a_multiplication_within_one_ulp():
     """GELU's ``x / sqrt 2`` (and any float32 division by constants) is computed as ``x * (1/c)``:
     a division is a slow, unpipelined instruction. Within one unit in the last place of the

@@ -23,7 +23,8 @@ spelt out in TVM's own formulas with the approximations above: fused ``gelu`` ke
 the TorchScript export.
 
 ``pow(x, 2)`` and ``pow(x, 3)`` with a constant exponent (GPT-2's GELU: x + 0.044715 x^3)
-become multiplications: ``powf`` is scalar too, and the products are exact to a rounding.
+become multiplications: ``powf`` is scalar too, and the products are exact to a rounding;
+exponents 1/4, 1/2, 3/4 and 3/2 (LRN's 0.75) become square roots and products.
 """
 
 from __future__ import annotations
@@ -141,7 +142,12 @@ def _constant_reciprocal(expr):
     return relax.const((1.0 / divisor).astype(np.float32), "float32")
 
 
+# Constant exponents computed from square roots (``_root_power``).
+ROOT_EXPONENTS = (0.25, 0.5, 0.75, 1.5)
+
+
 def vectorizable_math(module: IRModule) -> IRModule:
+    import numpy as np
     import tvm
     from tvm import relax, topi
 
@@ -156,11 +162,10 @@ def vectorizable_math(module: IRModule) -> IRModule:
     divide = tvm.ir.Op.get("relax.divide")
     sqrt = tvm.ir.Op.get("relax.sqrt")
 
-    def small_integer_exponent(expr) -> int | None:
+    def constant_exponent(expr) -> float | None:
         if not isinstance(expr, tvm.ir.GenericConst) or expr.value.numpy().size != 1:
             return None
-        value = float(expr.value.numpy().reshape(()))
-        return int(value) if value in (2.0, 3.0) else None
+        return float(expr.value.numpy().reshape(()))
 
     @relax.expr_functor.mutator
     class _FastMath(relax.PyExprMutator):
@@ -180,10 +185,12 @@ def vectorizable_math(module: IRModule) -> IRModule:
                 return self._tanh(call.args[0])
             if call.op == sigmoid:
                 return self._sigmoid(call.args[0])
-            if call.op == power and (exponent := small_integer_exponent(call.args[1])) is not None:
+            if call.op == power and (exponent := constant_exponent(call.args[1])) in (2.0, 3.0):
                 x = call.args[0]
                 square = relax.op.multiply(x, x)
                 return square if exponent == 2 else relax.op.multiply(self.builder_.emit(square), x)
+            if call.op == power and exponent in ROOT_EXPONENTS:
+                return self._root_power(call.args[0], exponent)
             if call.op == divide and (reciprocal := _constant_reciprocal(call.args[1])) is not None:
                 return relax.op.multiply(call.args[0], reciprocal)
             if call.op == divide and (root := self._broadcast_sqrt(call)) is not None:
@@ -211,6 +218,23 @@ def vectorizable_math(module: IRModule) -> IRModule:
                     return None
                 sizes.append(math.prod(int(d.value) for d in shape))
             return bound.args[0] if sizes[1] < sizes[0] else None
+
+        def _root_power(self, x, exponent: float):
+            """``x ** exponent`` for 1/4, 1/2, 3/4 and 3/2 from square roots (vectorized and
+            correctly rounded; powf is a scalar call: LRN's ``(bias + alpha/n sum)^0.75`` ran at
+            2.6 GB/s). Every special value as powf has it: only -inf differs (sqrt gives NaN,
+            powf +inf), so it is selected."""
+            emit = self.builder_.emit
+            root = emit(relax.op.sqrt(x))
+            if exponent == 0.5:
+                value = root
+            elif exponent == 1.5:
+                value = emit(relax.op.multiply(x, root))
+            else:
+                fourth = emit(relax.op.sqrt(root))
+                value = fourth if exponent == 0.25 else emit(relax.op.multiply(root, fourth))
+            minus_infinity = relax.const(-np.inf, "float32")
+            return relax.op.where(relax.op.equal(x, minus_infinity), relax.const(np.inf, "float32"), value)
 
         def _erf(self, x):
             return self.builder_.call_te(_erf_within_one, x, primfunc_name_hint="erf")
