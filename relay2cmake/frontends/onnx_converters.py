@@ -550,6 +550,46 @@ class Split(OnnxOpConverter):
         return relax.Tuple(parts)
 
 
+class MaxUnpool(OnnxOpConverter):
+    """A given ``output_shape`` as ONNX's reference (and its node tests) has it: the indices
+    address the shape the pooling parameters infer, and the result is padded with zeros at
+    the end of each axis up to the given shape. TVM's converter scattered into the given
+    shape (index 5 of a 4 x 4 grid landed in row 1 of a 5 x 5 one at column 0, not 1)."""
+
+    @classmethod
+    def _impl_v9(cls, bb, inputs, attr, params):
+        given = inputs[2] if len(inputs) > 2 else None
+        unpooled = _theirs("MaxUnpool", bb, [inputs[0], inputs[1], None], attr, params)
+        if given is None:
+            return unpooled
+        shape = _constant_value(given, params)
+        if shape is None:
+            raise NotImplementedError("MaxUnpool's output_shape must be a constant")
+        inferred = _static_shape(bb.normalize(unpooled))
+        extra = [int(s) - i for s, i in zip(shape.reshape(-1), inferred, strict=True)]
+        if any(e < 0 for e in extra):
+            raise NotImplementedError(f"MaxUnpool's output_shape {shape.tolist()} is smaller than {inferred}")
+        if not any(extra):
+            return unpooled
+        widths = [w for e in extra for w in (0, e)]
+        return relax.op.nn.pad(bb.emit(unpooled), widths)
+
+
+class Reshape(OnnxOpConverter):
+    """A constant target with ``allowzero`` and a 0 (an extent of 0, not a copy): TVM's
+    converter makes it a shape computed at run time, and Relax's reshape reads a 0 as a copy.
+    The result has no elements: an empty tensor of that static shape."""
+
+    @classmethod
+    def _impl_v5(cls, bb, inputs, attr, params):
+        target = _constant_value(inputs[1], params)
+        if attr.get("allowzero", 0) and target is not None and 0 in target.tolist():
+            if 0 not in _static_shape(inputs[0]):
+                raise ValueError(f"Reshape cannot give shape {target.tolist()} to a tensor with elements")
+            return relax.op.zeros(relax.ShapeExpr([int(d) for d in target.reshape(-1)]), inputs[0].ty.dtype)
+        return _theirs("Reshape", bb, inputs, attr, params)
+
+
 class _Cumulative(OnnxOpConverter):
     """CumSum and CumProd, with ``exclusive`` and ``reverse``. A constant axis gives one scan;
     an axis given at run time (ONNX allows it) one scan per axis of the static rank, the one
@@ -1268,6 +1308,8 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "SoftmaxCrossEntropyLoss": SoftmaxCrossEntropyLoss,
     "OneHot": OneHot,
     "Split": Split,
+    "Reshape": Reshape,
+    "MaxUnpool": MaxUnpool,
     "ReduceMax": ReduceMax,
     "ReduceMin": ReduceMin,
     "CumSum": CumSum,

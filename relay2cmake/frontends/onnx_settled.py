@@ -236,11 +236,17 @@ def _tile(shapes: NodeShapes) -> Settlement | None:
     return _exact(1, [o // d for d, o in zip(data, out, strict=True)], "repeats")
 
 
-def _constant_of_shape(shapes: NodeShapes) -> Settlement | None:
-    out = shapes.outputs[0]
-    if out is None or len(out) != shapes.length:
-        return None
-    return _exact(0, list(out), "shape")
+def _output_shape(slot: int, what: str) -> Callable[[NodeShapes], Settlement | None]:
+    """The rule for a parameter that is the whole output shape: ConstantOfShape's shape,
+    MaxUnpool's output_shape."""
+
+    def rule(shapes: NodeShapes) -> Settlement | None:
+        out = shapes.outputs[0]
+        if out is None or len(out) != shapes.length:
+            return None
+        return _exact(slot, list(out), what)
+
+    return rule
 
 
 def _axis(shapes: NodeShapes, rank: int, default: int = -1) -> int:
@@ -371,7 +377,8 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "Reshape": ((1, _reshape, 5),),
     "Expand": ((1, _expand, 8),),
     "Tile": ((1, _tile, 6),),
-    "ConstantOfShape": ((0, _constant_of_shape, 9),),
+    "ConstantOfShape": ((0, _output_shape(0, "shape"), 9),),
+    "MaxUnpool": ((2, _output_shape(2, "output_shape"), 9),),
     "TopK": ((1, _top_k, 10),),
     "Split": ((1, _split, 13),),
     "CenterCropPad": ((1, _extents_of_axes(1, "shape"), 18),),
