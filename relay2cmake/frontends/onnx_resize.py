@@ -179,7 +179,11 @@ class Resize(OnnxOpConverter):
         policy = _attr_text(attr.get("keep_aspect_ratio_policy"), "stretch")
         antialias = bool(attr.get("antialias", 0))
         run_time = scales is not None and scale_values is None
-        if policy != "stretch" or not str(data.ty.dtype).startswith(("float", "int", "uint")):
+        if not str(data.ty.dtype).startswith(("float", "int", "uint")):
+            return _theirs("Resize", bb, inputs, attr, params)
+        if policy != "stretch" and sizes is not None and size_values is None and declared is not None:
+            return cls._kept_aspect_ratio(bb, data, sizes, axes, list(declared), policy, attr)
+        if policy != "stretch":
             return _theirs("Resize", bb, inputs, attr, params)
         if size_values is not None:
             if not antialias and axes == list(range(rank)):
@@ -208,17 +212,36 @@ class Resize(OnnxOpConverter):
             return _theirs("Resize", bb, inputs, attr, params)
         return _resized(bb, data, inputs[2] if run_time else None, axes, out, scale_values, attr, roi_values)
 
+    @classmethod
+    def _kept_aspect_ratio(cls, bb, data, sizes, axes, out, policy, attr):
+        """Sizes given at run time with a ``keep_aspect_ratio_policy``: one scale for every
+        listed axis, the smallest (not_larger) or largest (not_smaller) of sizes / extents, and
+        output extents round(scale x extent), in double precision as ONNX's reference computes
+        them; checked against the declared shape."""
+        op = relax.op
+        shape = _static_shape(data)
+        accept(sizes, _accepted_sizes([shape[a] for a in axes], [out[a] for a in axes], policy))
+        extents = relax.const(np.asarray([shape[a] for a in axes], "float64"), "float64")
+        ratios = op.divide(op.astype(sizes, "float64"), extents)
+        pick = op.min if policy == "not_larger" else op.max
+        scale = bb.emit(pick(ratios, axis=[0], keepdims=True))
+        rounded = bb.emit(op.floor(op.add(op.multiply(scale, extents), relax.const(0.5, "float64"))))
+        scales = bb.emit(op.astype(op.broadcast_to(scale, [len(axes)]), "float32"))
+        return _resized(bb, data, scales, axes, out, None, attr, None, rounded, sizes)
 
-def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
+
+def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values, extents=None, given=None):
     """``data`` resized to ``out``: along each listed axis, with the constant ``scale_values``
-    or (``scales``) the tensor given at run time, checked against ``out``."""
+    or (``scales``) the tensor given at run time, checked against ``out``: their extents
+    floor(extent x scale), or ``extents`` (float64) computed from the ``given`` tensor."""
     op = relax.op
     dtype = str(data.ty.dtype)
     shape = _static_shape(data)
     result = data if dtype == "float32" else bb.emit(op.astype(data, "float32"))
     if scales is not None:
-        given = bb.emit(op.astype(scales, "float32"))
-        accept(scales, [_accepted_scale(out[a], shape[a]) for a in axes])
+        if extents is None:
+            accept(scales, [_accepted_scale(out[a], shape[a]) for a in axes])
+        given_scales = bb.emit(op.astype(scales, "float32"))
     mask = None
     cropped = roi_values is not None  # tf_crop_and_resize: even an unscaled axis is cropped
     for k, axis in enumerate(axes):
@@ -229,7 +252,7 @@ def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
             scale = _f32(value)
         else:  # the smallest scale whose floor(extent * scale) is the declared extent
             value = out[axis] / shape[axis]
-            scale = bb.emit(op.reshape(op.take(given, relax.const(k, "int64"), axis=0), []))
+            scale = bb.emit(op.reshape(op.take(given_scales, relax.const(k, "int64"), axis=0), []))
         roi = None
         if roi_values is not None:
             flat = roi_values.reshape(-1)
@@ -243,13 +266,14 @@ def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
         result = bb.emit(op.astype(result, dtype))
     if scales is None:
         return result
-    # ONNX's output extent is floor(extent * scale), in double precision
-    extents = op.floor(
-        op.multiply(
-            op.astype(scales, "float64"),
-            relax.const(np.asarray([shape[a] for a in axes], "float64"), "float64"),
+    if extents is None:  # ONNX's output extent is floor(extent * scale), in double precision
+        extents = op.floor(
+            op.multiply(
+                op.astype(scales, "float64"),
+                relax.const(np.asarray([shape[a] for a in axes], "float64"), "float64"),
+            )
         )
-    )
+        given = scales
     # a NaN, infinite or huge scale becomes -1 (refused) before the cast, which C leaves
     # undefined for values an int64 cannot hold
     representable = op.logical_and(
@@ -257,11 +281,32 @@ def _resized(bb, data, scales, axes, out, scale_values, attr, roi_values):
     )
     extents = op.where(representable, extents, relax.const(-1.0, "float64"))
     extents = bb.emit(op.astype(extents, "int64"))
+    what = "scales" if given is scales else "sizes"
     site = (
-        f"Resize reads its scales{given_from(scales)} at run time; this package was generated for the "
+        f"Resize reads its {what}{given_from(given)} at run time; this package was generated for the "
         f"output shape {list(out)} the model declares"
     )
     return kept_if_chosen(bb, result, guard(bb, extents, [[out[a] for a in axes]], [0], site))
+
+
+def _kept_extents(sizes: list[int], extents: list[int], policy: str) -> list[int]:
+    """The output extents ONNX's reference gives ``sizes`` under a keep_aspect_ratio_policy."""
+    ratios = [size / extent for size, extent in zip(sizes, extents, strict=True)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    return [int(scale * extent + 0.5) for extent in extents]
+
+
+def _accepted_sizes(extents: list[int], out: list[int], policy: str) -> list[int]:
+    """Sizes that give the output extents ``out`` under the policy (for the golden inputs):
+    the scale of one axis, the others' sizes rounded so that it stays the smallest (or
+    largest) ratio; ``out`` itself when none does."""
+    for k in range(len(extents)):
+        scale = out[k] / extents[k]
+        bound = math.ceil if policy == "not_larger" else math.floor
+        sizes = [out[k] if i == k else bound(scale * e) for i, e in enumerate(extents)]
+        if _kept_extents(sizes, extents, policy) == out:
+            return sizes
+    return out
 
 
 def _accepted_scale(extent_out: int, extent: int) -> np.float32:

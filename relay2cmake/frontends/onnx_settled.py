@@ -284,6 +284,15 @@ def _extents_of_axes(slot: int, what: str) -> Callable[[NodeShapes], Settlement 
     return rule
 
 
+def _resize_sizes(shapes: NodeShapes) -> Settlement | None:
+    """Resize's sizes, unless a keep_aspect_ratio_policy makes many sizes give one output
+    (onnx_resize computes and checks those at run time)."""
+    policy = shapes.attrs.get("keep_aspect_ratio_policy", b"stretch")
+    if (policy.decode() if isinstance(policy, bytes) else str(policy)) != "stretch":
+        return None
+    return _extents_of_axes(3, "sizes")(shapes)
+
+
 def _one_hot(shapes: NodeShapes) -> Settlement | None:
     out = shapes.outputs[0]
     if out is None or shapes.length != 1:
@@ -383,7 +392,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "Split": ((1, _split, 13),),
     "CenterCropPad": ((1, _extents_of_axes(1, "shape"), 18),),
     "OneHot": ((1, _one_hot, 9),),
-    "Resize": ((3, _extents_of_axes(3, "sizes"), 11),),  # scales given at run time: onnx_resize
+    "Resize": ((3, _resize_sizes, 11),),  # scales given at run time: onnx_resize
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
     "Loop": ((0, _loop_count, 1), (1, _loop_condition, 1)),
