@@ -6,6 +6,7 @@ import contextlib
 import io
 import math
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -393,10 +394,53 @@ def import_onnx(
     path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None = None
 ) -> ImportedModel:
     model = load_checked(path)
+    try:
+        return _import_onnx(model, path, input_shapes, constant_inputs)
+    except ModelError as error:
+        settled = _with_settled_inputs(path, input_shapes, constant_inputs)
+        if settled is None:
+            raise error from None
+        return settled
+
+
+def _with_settled_inputs(
+    path: Path, input_shapes: InputShapes, constant_inputs: dict[str, str] | None
+) -> ImportedModel | None:
+    """The model imported with its short integer inputs settled by the declared output
+    shapes (``onnx_settled_inputs``), when exactly one set of values fits; else None."""
+    from relay2cmake.frontends import onnx_settled_inputs
+
+    model = with_function_bodies(load_checked(path))
+    declared = onnx_settled_inputs.declared_output_shapes(model)
+    fits: list[tuple[dict, ImportedModel]] = []
+    for values in onnx_settled_inputs.candidates(model):
+        try:
+            imported = _import_onnx(load_checked(path), path, input_shapes, constant_inputs, values)
+        except (ModelError, UserError):
+            continue
+        if [tuple(o.shape) for o in imported.outputs] == declared and all(
+            o.dynamic_axis is None for o in imported.outputs
+        ):
+            fits.append((values, imported))
+    return fits[0][1] if len(fits) == 1 else None
+
+
+def _import_onnx(
+    model: onnx.ModelProto,
+    path: Path,
+    input_shapes: InputShapes,
+    constant_inputs: dict[str, str] | None,
+    settled_inputs: dict[str, np.ndarray] | None = None,
+) -> ImportedModel:
+    """The import proper; ``settled_inputs``: inputs frozen to these values, kept in the API
+    and checked at run time (``onnx_settled_inputs``)."""
+    from relay2cmake.frontends.onnx_settled_inputs import GIVEN_INPUTS, with_given_inputs
+
     opset = _opset(model)
     operators = tuple(sorted({n.op_type for n in model.graph.node}))
     model = with_function_bodies(model)
     problems = unsupported_nodes(model)
+    given = with_given_inputs(model, settled_inputs) if settled_inputs else {}
     try:
         frozen = constant_input_values(model, constant_inputs or {})
         model = freeze_inputs(model, frozen) if frozen else model
@@ -425,6 +469,7 @@ def import_onnx(
     declared_token = DECLARED_SHAPES.set(_declared_shapes(model))
     settled: dict[int, np.ndarray] = {}
     settled_token = SETTLED_VALUES.set(settled)
+    given_token = GIVEN_INPUTS.set(given)
     try:
         # The importer warns about renamed inputs and prints checker chatter; keep the
         # user's terminal for our own messages.
@@ -447,9 +492,16 @@ def import_onnx(
         DIM_BOUNDS.reset(bounds_token)
         DECLARED_SHAPES.reset(declared_token)
         SETTLED_VALUES.reset(settled_token)
+        GIVEN_INPUTS.reset(given_token)
 
     outputs = _output_signatures(module, output_names, bounded, dims, packed_outputs)
     module = with_dim_bounds(module, dims)
+    # a settled input keeps its name in the API (its standing-in graph input had another)
+    for index, signature in enumerate(inputs):
+        if signature.name in given:
+            value, original = given[signature.name]
+            inputs = (*inputs[:index], replace(signature, name=original), *inputs[index + 1 :])
+            settled[index] = value
     return ImportedModel(
         module=module,
         inputs=inputs,

@@ -57,6 +57,7 @@ from relay2cmake.frontends import (
     onnx_quantized,
     onnx_resize,
     onnx_settled,
+    onnx_settled_inputs,
     onnx_sub_byte,
     onnx_tfidf,
     onnx_training,
@@ -1384,6 +1385,8 @@ class Importer(ONNXGraphImporter):
         if not top:
             return
         self._pack_outputs(graph)
+        outputs = {o.name: self._nodes[o.name] for o in graph.output}
+        self._nodes.update(onnx_settled_inputs.guarded_outputs(self.bb, self._inputs, outputs))
         # TVM's from_onnx returns graph.output in order; extents ride along as extra outputs.
         for output in list(graph.output):
             value = self._nodes[output.name]

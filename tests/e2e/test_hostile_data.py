@@ -572,3 +572,39 @@ def test_shape_parameters_given_at_run_time_are_checked(tmp_path):
             assert "runtime error" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
             assert f"from input '{name}'" in result.stderr and "at run time" in result.stderr, result.stderr
             assert not out.exists() or not any(out.iterdir()), f"{name}: outputs written"
+
+
+def test_an_input_settled_through_other_nodes_is_checked(tmp_path):
+    """A size that reaches Range through a Cast (an operator's function body does this): the
+    model is imported with the one value the declared output allows (onnx_settled_inputs),
+    the input stays in the API, and any other value stops the run with its name."""
+    nodes = [
+        helper.make_node("Cast", ["size"], ["limit"], to=TensorProto.FLOAT),
+        helper.make_node("Range", ["zero", "limit", "one"], ["positions"]),
+        helper.make_node("Mul", ["positions", "x"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "settled",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info("size", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+        [
+            helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+            helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+        ],
+    )
+    model = save_model(graph, tmp_path / "s.onnx", 13)
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Settled", self_check=False))
+    x = np.array([0.5], np.float32)
+    for kernels, cli in _sanitized_clis(tmp_path, "settled").items():
+        result, out = _run_cli(cli, {"x": x, "size": np.array(8)}, tmp_path / f"{kernels}good")
+        assert result.returncode == 0, result.stderr
+        np.testing.assert_array_equal(np.load(out / "output_0.npy"), np.arange(8, dtype=np.float32) * 0.5)
+        for case, size in enumerate((7, 9, -(1 << 63))):
+            result, out = _run_cli(cli, {"x": x, "size": np.array(size)}, tmp_path / f"{kernels}bad{case}")
+            assert result.returncode != 0, (kernels, size)
+            assert "Input 'size' sets a shape at run time" in result.stderr, result.stderr
+            assert not out.exists() or not any(out.iterdir()), f"{size}: outputs written"
