@@ -975,11 +975,34 @@ class DequantizeLinear(OnnxOpConverter):
         axis = int(attr.get("axis", 1))
 
         value = _float32_values(bb, x)
-        if zero_point is not None:
+        chosen = None
+        if zero_point is not None and str(zero_point.ty.dtype) in narrow_floats.NARROW:
+            chosen = _zero_float8_zero_point(bb, zero_point, params, "DequantizeLinear")
+        elif zero_point is not None:
             value = bb.emit(relax.op.subtract(value, _parameter(bb, zero_point, x, axis, block)))
         result = bb.emit(relax.op.multiply(value, _parameter(bb, scale, x, axis, block)))
         dtype = ONNX_DTYPES.get(int(attr.get("output_dtype", 0)), str(scale.ty.dtype))
-        return result if dtype == "float32" else relax.op.astype(result, dtype)
+        if dtype != "float32":
+            result = bb.emit(relax.op.astype(result, dtype))
+        return result if chosen is None else onnx_settled.kept_if_chosen(bb, result, chosen)
+
+
+def _zero_float8_zero_point(bb, zero_point, params, op_name: str):
+    """An 8-bit float zero point must be zero (ONNX's reference refuses any other in
+    DequantizeLinear and ignores it in QuantizeLinear): a constant one is checked now, one
+    given at run time by the package (the returned guard, for ``kept_if_chosen``; None for a
+    constant). Either way it takes no part in the computation."""
+    constant = _constant_value(zero_point, params)
+    if constant is not None:
+        if np.any(constant.astype(np.float32) != 0):
+            raise ValueError(f"{op_name}: an 8-bit float zero point must be 0")
+        return None
+    values = _float32_values(bb, zero_point)
+    nonzero = relax.op.astype(relax.op.not_equal(values, relax.const(0.0, "float32")), "int64")
+    count = bb.emit(relax.op.reshape(relax.op.sum(nonzero), [1]))
+    onnx_settled.accept(zero_point, np.zeros(_static_shape(zero_point), "float32"))
+    site = f"{op_name} reads an 8-bit float zero point{onnx_settled.given_from(zero_point)} that is not 0"
+    return onnx_settled.guard(bb, count, [[0]], [0], site)
 
 
 class QuantizeLinear(OnnxOpConverter):
@@ -1006,6 +1029,13 @@ class QuantizeLinear(OnnxOpConverter):
         value = bb.emit(relax.op.divide(_float32_values(bb, x), _parameter(bb, scale, x, axis, block)))
         if target not in narrow_floats.NARROW and target != onnx_sub_byte.FLOAT4:  # rounded to even
             value = relax.op.round(value)
+        if zero_point is not None and target in narrow_floats.NARROW:
+            chosen = _zero_float8_zero_point(bb, zero_point, params, "QuantizeLinear")
+            saturate = bool(attr.get("saturate", 1))
+            encoded = bb.emit_te(
+                narrow_floats.encode, value, target, saturate, "up", primfunc_name_hint="encode_float8"
+            )
+            return encoded if chosen is None else onnx_settled.kept_if_chosen(bb, encoded, chosen)
         if zero_point is not None:
             value = bb.emit(relax.op.add(value, _parameter(bb, zero_point, x, axis, block)))
         if sub_byte:
