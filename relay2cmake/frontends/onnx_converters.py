@@ -410,8 +410,11 @@ class Attention(OnnxOpConverter):
         probabilities = bb.emit(relax.op.astype(relax.op.nn.softmax(logits, axis=-1), dtype))
         if bias is not None:
             # A row whose keys are all masked has no attendable key: its probabilities are 0.
+            # (Counted, not compared with a maximum: TVM starts a float16 maximum at -65504, so
+            # a row of -inf had a maximum above -inf and kept its NaNs.)
+            attendable = relax.op.astype(relax.op.not_equal(bias, relax.const(-np.inf, dtype)), "int32")
             all_masked = relax.op.equal(
-                relax.op.max(bias, axis=[-1], keepdims=True), relax.const(-np.inf, dtype)
+                relax.op.sum(attendable, axis=[-1], keepdims=True), relax.const(0, "int32")
             )
             probabilities = bb.emit(relax.op.where(all_masked, relax.const(0.0, dtype), probabilities))
         y = bb.emit(relax.op.matmul(probabilities, v))

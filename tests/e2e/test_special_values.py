@@ -209,3 +209,33 @@ def test_special_values_match_onnxruntime(special, kernels):
     assert not wrong, "\n".join(wrong)
     assert np.all(got["ReduceMaxEmpty"] == -np.inf) and np.all(got["ReduceMinEmpty"] == np.inf)
     assert got["ArgMax"][2] == 1 and got["ArgMin"][2] == 1, "the NaN is picked, as NumPy and PyTorch do"
+
+
+@pytest.mark.parametrize("elem_type", [TensorProto.FLOAT16, TensorProto.DOUBLE])
+def test_max_and_min_of_infinite_rows_in_other_float_types(tmp_path, elem_type):
+    """A row of -inf has maximum -inf (and +inf minimum +inf) in float16 and float64 too: TVM
+    starts those reductions at the type's largest finite value (float16: -65504), which the
+    package replaces by the infinity for every float type, not only float32."""
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    nodes = [helper.make_node(op, ["rows", "axis1"], [op], keepdims=0) for op in ("ReduceMax", "ReduceMin")]
+    graph = helper.make_graph(
+        nodes,
+        "rows",
+        [helper.make_tensor_value_info("rows", elem_type, [5, 3])],
+        [helper.make_tensor_value_info(op, elem_type, [5]) for op in ("ReduceMax", "ReduceMin")],
+        [helper.make_tensor("axis1", TensorProto.INT64, [1], [1])],
+    )
+    model = save_model(graph, tmp_path / "rows.onnx", 18)
+    generate(GenerateOptions(model=model, out=tmp_path / "pkg", name="Rows", self_check=False))
+    rows = ROWS.astype(dtype)
+    np.save(tmp_path / "rows.npy", rows)
+    for kernels in ("objects", "c"):
+        build = tmp_path / f"build_{kernels}"
+        configure_build(
+            tmp_path / "pkg", build, f"-DROWS_PORTABLE_KERNELS={'ON' if kernels == 'c' else 'OFF'}"
+        )
+        out = tmp_path / f"out_{kernels}"
+        run([build / "rows_cli", "--output-dir", out, tmp_path / "rows.npy"])
+        for index, reduce in enumerate((np.max, np.min)):
+            got = np.load(out / f"output_{index}.npy")
+            assert _same(got, reduce(rows, axis=1)).all(), (kernels, reduce.__name__, got)

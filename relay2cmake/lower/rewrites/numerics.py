@@ -12,7 +12,8 @@
   MobileViT-XS's SiLU convs and softmax ran 1.4-2x slower in the package than measured;
   a running maximum becomes a reduction LLVM can vectorize. Max pooling's chains of maxima
   pay for it (LLVM's expansion orders -0 before +0 too: SqueezeNet's pools 0.05 -> 0.09 ms).
-- **Max and min reductions start at -inf and +inf**, not at the largest finite float: the
+- **Max and min reductions start at -inf and +inf**, not at the largest finite value of the type
+  (float16, float32, float64, bfloat16): the
   maximum of an empty axis, or of a row of -inf, is -inf (ONNX since opset 18).
 - **Reductions over an empty axis give their identity** (-inf for max, +inf for min, 0 for
   sum, 1 for product; NaN for mean, as PyTorch, NumPy and ONNX's reference compute it;
@@ -49,7 +50,6 @@ FLOAT16_IN_FLOAT32 = (
 # Reductions over at least this many elements per output accumulate in float64. Below it a
 # float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.
 WIDE_ACCUMULATION_ELEMENTS = 4096
-_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _is_float(expr) -> bool:
@@ -117,7 +117,7 @@ def _reduction_identities(prims: Any, infinite: bool) -> Any:
     import tvm_ffi
     from tvm import s_tir, tirx
 
-    starts = {tirx.Max: (-_FLOAT32_MAX, -math.inf), tirx.Min: (_FLOAT32_MAX, math.inf)}
+    signs = {tirx.Max: -1.0, tirx.Min: 1.0}
 
     def fix_block(block):
         init, body = block.init, block.body
@@ -126,9 +126,12 @@ def _reduction_identities(prims: Any, infinite: bool) -> Any:
         if not (isinstance(init.value, tirx.FloatImm) and init.buffer.same_as(body.buffer)):
             return block
         update = body.value
-        if type(update) not in starts:
+        if type(update) not in signs:
             return block
-        finite, infinite_start = starts[type(update)]
+        sign, largest = signs[type(update)], _largest_finite(str(init.value.ty))
+        if largest is None:
+            return block
+        finite, infinite_start = sign * largest, sign * math.inf
         old, new = (finite, infinite_start) if infinite else (infinite_start, finite)
         if init.value.value != old:
             return block
@@ -142,6 +145,18 @@ def _reduction_identities(prims: Any, infinite: bool) -> Any:
         )  # fmt: skip
 
     return tvm_ffi.structural_map(prims, [(s_tir.SBlock, fix_block)])
+
+
+def _largest_finite(dtype: str) -> float | None:
+    """The largest finite value of a float type, TVM's start of a min reduction (float16:
+    65504, whose maximum of a row of -inf was then -65504)."""
+    import ml_dtypes
+    import numpy as np
+
+    try:
+        return float(ml_dtypes.finfo(np.dtype(dtype) if dtype != "bfloat16" else ml_dtypes.bfloat16).max)
+    except (TypeError, ValueError):
+        return None
 
 
 def onnx_numerics(module: IRModule) -> IRModule:
