@@ -515,6 +515,11 @@ def _import_onnx(
     )
 
 
+# Other converters that settle a parameter given at run time by the declared output (the node's
+# input slots): STFT's frame step and length.
+RUN_TIME_PARAMETER_SLOTS: dict[str, tuple[int, ...]] = {"STFT": (1, 3)}
+
+
 def _declared_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]] | None:
     """The static shapes the model declares or ONNX infers, when a node reads a shape
     parameter computed at run time (onnx_settled); else None (no inference run for it)."""
@@ -524,7 +529,11 @@ def _declared_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]] | Non
     constants = {init.name for init in model.graph.initializer} | {""}
     constants |= {out for node in model.graph.node if node.op_type == "Constant" for out in node.output}
     parameters = {op: {slot for slot, _, _ in rules} for op, rules in RULES.items()}
-    for table in (onnx_given_parameters.PARAMETER_SLOTS, onnx_resize.PARAMETER_SLOTS):
+    for table in (
+        onnx_given_parameters.PARAMETER_SLOTS,
+        onnx_resize.PARAMETER_SLOTS,
+        RUN_TIME_PARAMETER_SLOTS,
+    ):
         for op, slots in table.items():
             parameters.setdefault(op, set()).update(slots)
     if not any(

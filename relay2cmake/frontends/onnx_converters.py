@@ -1165,27 +1165,85 @@ class DFT(OnnxOpConverter):
 
 class STFT(OnnxOpConverter):
     """Frames of the signal (a gather of constant positions), times the window, each through
-    ``DFT`` along the frame; frame step and length must be constants."""
+    ``DFT`` along the frame. A frame step or frame length given at run time is settled by the
+    declared output (its frame count and bins): every (length, step) pair that gives them is
+    converted, and the package picks the one the tensors hold (``onnx_settled.guard``; any other
+    stops the run). A step above signal - length gives one frame whatever it is."""
 
     @classmethod
     def _impl_v17(cls, bb, inputs, attr, params):
         signal, step = inputs[0], inputs[1]
         window = inputs[2] if len(inputs) > 2 else None
         frame_length = inputs[3] if len(inputs) > 3 else None
-        constants = {}
-        for name, value in (("frame_step", step), ("frame_length", frame_length)):
-            if value is not None and not isinstance(value, tvm.ir.GenericConst):
-                raise NotImplementedError(f"STFT's {name} must be a constant (freeze input {name!r})")
-            constants[name] = None if value is None else int(value.value.numpy().reshape(-1)[0])
-        width = constants["frame_length"] or _static_shape(window)[0]
         length = _static_shape(signal)[1]
-        frames = (length - width) // constants["frame_step"] + 1
-        positions = np.arange(frames)[:, None] * constants["frame_step"] + np.arange(width)[None, :]
+        onesided = int(attr.get("onesided", 1))
+        steps = cls._given(step, params)
+        widths = cls._given(frame_length, params)
+        if window is not None:
+            widths = [_static_shape(window)[0]] if widths is None else widths
+        declared = onnx_settled.declared_output()
+        if steps is not None and widths is not None:
+            return cls._transformed(bb, signal, window, widths[0], steps[0], onesided)
+        if declared is None or len(declared) != 4:
+            raise NotImplementedError("STFT's frame_step and frame_length must be constants (freeze them)")
+        frames, bins = declared[1], declared[2]
+        if widths is None:
+            widths = [2 * (bins - 1), 2 * bins - 1] if onesided else [bins]
+        pairs = []  # (width, step) that give the declared frames; step capped at length + 1
+        for width in (w for w in widths if 0 < w <= length):
+            for candidate in steps or range(1, length + 2):
+                if (length - width) // candidate + 1 == frames:
+                    pairs.append((width, candidate))
+        if not pairs:
+            raise NotImplementedError(
+                f"no STFT frame step or length gives the declared shape {list(declared)}"
+            )
+        given = (
+            [(frame_length, 0)]
+            if cls._given(frame_length, params) is None and frame_length is not None
+            else []
+        )
+        given += [(step, 1)] if steps is None else []
+        normal = bb.emit(
+            relax.op.concat(
+                [cls._clamped(bb, tensor, length + 1 if slot else None) for tensor, slot in given], axis=0
+            )
+        )
+        rows = [[pair[slot] for _, slot in given] for pair in pairs]
+        # pairs with one frame compute the same whatever the step: one variant for them
+        keys = [(w, s if frames > 1 else 0) for w, s in pairs]
+        distinct = sorted(set(keys), key=keys.index)
+        results = [cls._transformed(bb, signal, window, w, s or 1, onesided) for w, s in distinct]
+        for tensor, slot in given:
+            onnx_settled.accept(tensor, pairs[0][slot])
+        site = (
+            f"STFT reads its frame step or length at run time; this package was generated for the output "
+            f"shape {list(declared)} the model declares, which only (frame_length, frame_step) in "
+            f"{pairs[:8]}{' ...' if len(pairs) > 8 else ''} give"
+        )
+        chosen = onnx_settled.guard(bb, normal, rows, [distinct.index(k) for k in keys], site)
+        return onnx_settled.chosen_result(bb, results, chosen)
+
+    @staticmethod
+    def _given(tensor, params) -> list[int] | None:
+        value = _constant_value(tensor, params)
+        return None if value is None else [int(value.reshape(-1)[0])]
+
+    @staticmethod
+    def _clamped(bb, tensor, cap: int | None):
+        """A scalar parameter as int64 [1], capped (a huge step is one frame, as is the cap)."""
+        value = bb.emit(relax.op.reshape(bb.emit(relax.op.astype(tensor, "int64")), [1]))
+        return value if cap is None else bb.emit(relax.op.minimum(value, relax.const(cap, "int64")))
+
+    @staticmethod
+    def _transformed(bb, signal, window, width: int, step: int, onesided: int):
+        length = _static_shape(signal)[1]
+        frames = (length - width) // step + 1
+        positions = np.arange(frames)[:, None] * step + np.arange(width)[None, :]
         framed = bb.emit(relax.op.take(signal, relax.const(positions.astype("int64")), axis=1))
         if window is not None:
             framed = bb.emit(relax.op.multiply(framed, relax.op.reshape(window, [1, 1, width, 1])))
-        onesided = {"onesided": int(attr.get("onesided", 1))}
-        return DFT._dft(bb, [framed, None], 2, onesided)
+        return bb.normalize(DFT._dft(bb, [framed, None], 2, {"onesided": onesided}))
 
 
 class ReverseSequence(OnnxOpConverter):

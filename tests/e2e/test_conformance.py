@@ -55,7 +55,7 @@ STRICT = {
     "test_resize_downsample_scales_cubic_align_corners", "test_col2im", "test_col2im_strides",
     "test_loop11", "test_hannwindow_symmetric", "test_resize_downsample_sizes_nearest_not_smaller",
     "test_maxunpool_export_with_output_shape", "test_reshape_allowzero_reordered",
-    "test_hannwindow_expanded", "test_center_crop_pad_crop_axes_hwc_expanded",
+    "test_hannwindow_expanded", "test_center_crop_pad_crop_axes_hwc_expanded", "test_stft",
 }  # fmt: skip
 # Package builtins that replace TVM kernels needing the TVM runtime (sorting) or bounded outputs.
 BUILTINS = {
