@@ -1,6 +1,6 @@
 """Operators of ONNX's ``ai.onnx.ml`` domain that are plain tensor arithmetic: Binarizer and
 ArrayFeatureExtractor (a gather along the last axis, whose indices the package checks at run
-time like any gather's)."""
+time like any gather's); the tree ensembles are in ``onnx_trees``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
+from relay2cmake.frontends import onnx_trees
 from relay2cmake.frontends.onnx_converter_support import _static_shape
 
 DOMAIN = "ai.onnx.ml"
@@ -41,4 +42,6 @@ class ArrayFeatureExtractor(OnnxOpConverter):
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "ArrayFeatureExtractor": ArrayFeatureExtractor,
     "Binarizer": Binarizer,
+    "TreeEnsemble": onnx_trees.TreeEnsemble,
+    "TreeEnsembleRegressor": onnx_trees.TreeEnsembleRegressor,
 }

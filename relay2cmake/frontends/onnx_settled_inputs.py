@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import itertools
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
+
+if TYPE_CHECKING:
+    from tvm import relax
 
 MAX_ELEMENTS = 4  # of an input considered (a shape of rank 4 at most)
 MAX_ATTEMPTS = 16  # imports tried; a model with more combinations is not settled this way
@@ -104,7 +108,7 @@ def with_given_inputs(
     return given
 
 
-def guarded_outputs(bb, parameters: dict, outputs: dict) -> dict:
+def guarded_outputs(bb: relax.BlockBuilder, parameters: dict, outputs: dict) -> dict:
     """The outputs, each kept only when every settled input holds its value (checked by the
     ``settle`` builtin). ``parameters``: the standing-in inputs' Relax variables by name."""
     from tvm import relax
