@@ -28,7 +28,12 @@ from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
 from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
-from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities, nan_propagating, onnx_numerics
+from relay2cmake.lower.rewrites.numerics import (
+    infinite_reduction_identities,
+    nan_aware_comparisons,
+    nan_propagating,
+    onnx_numerics,
+)
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
 from relay2cmake.lower.schedules import (
@@ -147,13 +152,16 @@ def build_context() -> PassContext:
 
 def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
     """``prims`` built for ``target`` (a TVM target) as every kernel set is: in
-    ``build_context``, max/min made NaN-propagating; failures as a ModelError naming ``what``."""
+    ``build_context``, max/min made NaN-propagating, comparisons NaN-aware; failures as a
+    ModelError naming ``what``."""
     import tvm
 
     with build_context():
         try:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
-            return tvm.tirx.build(nan_propagating(prims, llvm=target.kind.name == "llvm"), target=target)
+            llvm = target.kind.name == "llvm"
+            ieee = nan_propagating(nan_aware_comparisons(prims, llvm), llvm=llvm)
+            return tvm.tirx.build(ieee, target=target)
         except Exception as exc:
             raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None
 

@@ -107,6 +107,19 @@ def _model(path):
         helper.make_node("ReduceSum", ["uniform"], ["SumUniform"], keepdims=0),
     ]
     outputs += [("SumOnes", []), ("MeanUniform", []), ("SumUniform", [])]
+    # Comparisons with NaN (TVM folds x == x to true and makes != ordered in LLVM code).
+    comparisons = [
+        ("Equal", "x"),
+        ("Equal", "y"),
+        ("LessOrEqual", "x"),
+        ("GreaterOrEqual", "x"),
+        ("Less", "y"),
+    ]
+    for op, other in comparisons:
+        nodes.append(helper.make_node(op, ["x", other], [f"{op}_{other}"]))
+        # an intermediate comparison, fused with Not into one kernel
+        nodes.append(helper.make_node(op, ["x", other], [f"{op}_{other}_inside"]))
+        nodes.append(helper.make_node("Not", [f"{op}_{other}_inside"], [f"Not{op}_{other}"]))
 
     def floats(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
@@ -126,6 +139,11 @@ def _model(path):
     ]  # fmt: skip
     declared = [floats(name, shape) for name, shape in outputs]
     declared += [helper.make_tensor_value_info(n, TensorProto.INT64, [5]) for n in ("ArgMax", "ArgMin")]
+    declared += [
+        helper.make_tensor_value_info(f"{prefix}{op}_{other}", TensorProto.BOOL, [16])
+        for op, other in comparisons
+        for prefix in ("", "Not")
+    ]
     graph = helper.make_graph(nodes, "special", inputs, declared, initializers)
     return save_model(graph, path, 20)
 

@@ -19,6 +19,9 @@
   sum, 1 for product; NaN for mean, as PyTorch, NumPy and ONNX's reference compute it;
   ONNX Runtime gives 0): TIR runs a reduction's init inside its first iteration, so with
   none the output was never written.
+- **Comparisons with NaN are false** (``!=`` true), as in C, also once negated: TVM's
+  simplifier folds ``a == a`` to true and ``!(a < b)`` to ``a >= b``, and its LLVM code makes
+  ``!=`` ordered (``nan_aware_comparisons``).
 - **Sign(NaN) is NaN** (TVM's sign compares against 0 and gives 0).
 - **ArgMax/ArgMin pick a NaN** (as NumPy and PyTorch do; ONNX Runtime only when it comes
   first), and a row of -inf (+inf for ArgMin) gives its first index: TVM's reducer starts at
@@ -62,12 +65,8 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
     a select, with operands that are not plain loads or constants bound once (``Let``): a
     select reads ``a`` twice, and nested clamps (GridSample's reflection) would grow
     exponentially."""
-    import tvm
     import tvm_ffi
     from tvm import tirx
-
-    def simple(expr) -> bool:
-        return isinstance(expr, tvm.ir.TensorLoad | tirx.Var | tirx.FloatImm | tirx.IntImm)
 
     def propagating(expr, compare):
         if not _is_float(expr):
@@ -76,24 +75,108 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
         if llvm and str(expr.ty) in ("float32", "float64"):
             intrinsic = "llvm.maximum" if compare is tirx.GT else "llvm.minimum"
             return tirx.call_llvm_pure_intrin(str(expr.ty), intrinsic, a, b)
-        bindings = []
-        if not simple(a):
-            bindings.append((tirx.Var("nan_a", str(a.ty)), a))
-            a = bindings[-1][0]
-        if not simple(b):
-            bindings.append((tirx.Var("nan_b", str(b.ty)), b))
-            b = bindings[-1][0]
-        # (TVM's C generator has no isnan for bfloat16: asked of its float32 value, exact)
-        nan = tirx.isnan(a if str(a.ty) != "bfloat16" else tirx.Cast("float32", a))
-        result = tirx.Select(tirx.Or(nan, compare(a, b)), a, b)
-        for var, value in reversed(bindings):
-            result = tirx.Let(var, value, result)
-        return result
+        (a, b), bindings = _bound([a, b], "nan")
+        result = tirx.Select(tirx.Or(_isnan(a), compare(a, b)), a, b)
+        return _with_bindings(result, bindings)
 
     return tvm_ffi.structural_map(
         prims,
         [(tirx.Max, lambda e: propagating(e, tirx.GT)), (tirx.Min, lambda e: propagating(e, tirx.LT))],
     )
+
+
+def nan_aware_comparisons(prims: IRModule, llvm: bool = False) -> IRModule:
+    """``prims`` with float comparisons false whenever an operand is NaN (``!=``: true), as
+    IEEE and C define them, whatever TVM's simplifier then does: it folds ``a == a``,
+    ``a <= a`` to true and ``a != a`` to false, turns ``!(a < b)`` into ``a >= b`` (false for
+    NaN, where the negation is true) and ``!(a == b)`` into ``a != b``, which its LLVM code
+    makes ordered (false for NaN): ``Not(Equal(x, x))`` was false for a NaN ``x`` in both
+    kernel sets, ``Not(Less(x, y))`` in the objects. So a negated comparison is replaced by
+    its IEEE complement (``!(a < b)`` is ``a >= b || isnan(a) || isnan(b)``; De Morgan through
+    ``&&``/``||``), a comparison of an operand with itself gets its NaN case spelled out, and
+    (LLVM) ``a != b`` gains ``|| isnan(a) || isnan(b)``. Other comparisons, the hot ones
+    (clamps, ReLU-like selects), are left as they are."""
+    import tvm_ffi
+    from tvm import tirx
+
+    comparisons = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+    complement = {tirx.EQ: tirx.NE, tirx.NE: tirx.EQ, tirx.LT: tirx.GE, tirx.GE: tirx.LT}
+    complement |= {tirx.LE: tirx.GT, tirx.GT: tirx.LE}
+
+    def unordered(a, b):  # true when either operand is NaN
+        return tirx.Or(_isnan(a), _isnan(b))
+
+    def compared(kind, a, b):
+        """``kind(a, b)`` with its IEEE answer for NaN operands made explicit."""
+        if kind is tirx.NE:
+            same = tvm_ffi.structural_equal(a, b)
+            return _isnan(a) if same else (tirx.Or(tirx.NE(a, b), unordered(a, b)) if llvm else tirx.NE(a, b))
+        if tvm_ffi.structural_equal(a, b):  # a == a, a <= a, a >= a: !isnan(a); a < a: false
+            return tirx.Not(_isnan(a)) if kind in (tirx.EQ, tirx.LE, tirx.GE) else tirx.const(False, "bool")
+        return kind(a, b)
+
+    def negated(expr):
+        """``!expr`` with no negation left over a float comparison."""
+        if isinstance(expr, comparisons) and _is_float(expr.a):
+            kind = complement[type(expr)]
+            (a, b), bindings = _bound([expr.a, expr.b], "cmp")
+            if kind is tirx.NE or kind is tirx.EQ:  # !(a == b) is a != b; !(a != b) is a == b
+                return _with_bindings(compared(kind, a, b), bindings)
+            return _with_bindings(tirx.Or(compared(kind, a, b), unordered(a, b)), bindings)
+        if isinstance(expr, tirx.And):
+            return tirx.Or(negated(expr.a), negated(expr.b))
+        if isinstance(expr, tirx.Or):
+            return tirx.And(negated(expr.a), negated(expr.b))
+        if isinstance(expr, tirx.Not):
+            return expr.a
+        if isinstance(expr, tirx.Let):
+            return tirx.Let(expr.var, expr.value, negated(expr.body))
+        return tirx.Not(expr)
+
+    def plain(expr):
+        return compared(type(expr), expr.a, expr.b) if _is_float(expr.a) else expr
+
+    def negation(expr):
+        return negated(expr.a)
+
+    # post-order: a Not sees its comparison already rewritten by ``plain``
+    return tvm_ffi.structural_map(prims, [(comparisons, plain), (tirx.Not, negation)])
+
+
+def _isnan(expr):
+    """TIR's isnan; a constant's is folded (TVM's C generator has no isnan for bfloat16: asked
+    of its float32 value, exact)."""
+    from tvm import tirx
+
+    if isinstance(expr, tirx.FloatImm):
+        return tirx.const(math.isnan(expr.value), "bool")
+    return tirx.isnan(expr if str(expr.ty) != "bfloat16" else tirx.Cast("float32", expr))
+
+
+def _bound(operands: list, name: str) -> tuple[list, list]:
+    """The operands with each that is not a plain load, variable or constant replaced by a
+    variable, and the (variable, value) bindings: an operand read twice is computed once
+    (nested clamps or comparisons would otherwise grow exponentially)."""
+    import tvm
+    from tvm import tirx
+
+    bindings = []
+    replaced = []
+    for position, operand in enumerate(operands):
+        if isinstance(operand, tvm.ir.TensorLoad | tirx.Var | tirx.FloatImm | tirx.IntImm):
+            replaced.append(operand)
+        else:
+            bindings.append((tirx.Var(f"{name}_{'ab'[position]}", str(operand.ty)), operand))
+            replaced.append(bindings[-1][0])
+    return replaced, bindings
+
+
+def _with_bindings(result, bindings: list):
+    from tvm import tirx
+
+    for var, value in reversed(bindings):
+        result = tirx.Let(var, value, result)
+    return result
 
 
 def infinite_reduction_identities(prims: IRModule) -> IRModule:
