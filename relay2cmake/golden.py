@@ -198,11 +198,69 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, tolerance: Tolerance) 
     return Difference(name, worst, int(matches.size - np.count_nonzero(matches)), int(matches.size))
 
 
+# TVM's sorting kernels (tvm.contrib.sort, which its VM calls for sort, argsort and TopK) refuse
+# 16-bit and wider unsigned integers; for those the VM path sorts with NumPy instead, so that it
+# can confirm the ONNX reference where ONNX Runtime has no kernel either (TopK of uint64).
+_CONTRIB_SORT_DTYPES = frozenset({"int16", "uint16", "uint32", "uint64"})
+_contrib_sorts: dict[str, Callable] = {}
+
+
+def _ordered(data: np.ndarray, axis: int, ascending: bool) -> np.ndarray:
+    """Indices along ``axis`` by value, ties by lower index first either way."""
+    if ascending:
+        return np.argsort(data, axis=axis, kind="stable")
+    size = data.shape[axis]
+    # descending with ties in index order: a stable ascending sort of the reversed axis, reversed
+    return size - 1 - np.flip(np.argsort(np.flip(data, axis), axis=axis, kind="stable"), axis)
+
+
+def _sort_fallback(data, out, axis, is_ascend) -> None:
+    array = data.numpy()
+    order = _ordered(array, int(axis), bool(is_ascend))
+    out.copyfrom(np.take_along_axis(array, order, int(axis)))
+
+
+def _argsort_fallback(data, out, axis, is_ascend) -> None:
+    order = _ordered(data.numpy(), int(axis), bool(is_ascend))
+    out.copyfrom(order.astype(out.dtype))
+
+
+def _topk_fallback(data, *rest) -> None:
+    *outs, k, axis, ret_type, is_ascend = rest
+    array, axis = data.numpy(), int(axis) % data.numpy().ndim
+    order = _ordered(array, axis, bool(is_ascend))
+    if int(k) >= 1:
+        order = np.take(order, np.arange(int(k)), axis=axis)
+    results = {"values": np.take_along_axis(array, order, axis), "indices": order}
+    wanted = ["values", "indices"] if ret_type == "both" else [str(ret_type)]
+    for out, name in zip(outs, wanted, strict=True):
+        out.copyfrom(results[name].astype(out.dtype))
+
+
+def _register_sort_fallbacks() -> None:
+    import tvm
+
+    fallbacks = {"sort": _sort_fallback, "argsort": _argsort_fallback, "topk": _topk_fallback}
+    for name, fallback in fallbacks.items():
+        full = f"tvm.contrib.sort.{name}"
+        if full in _contrib_sorts:
+            continue
+        _contrib_sorts[full] = tvm.get_global_func(full)
+
+        def dispatch(data, *rest, _full=full, _fallback=fallback):
+            if str(data.dtype) in _CONTRIB_SORT_DTYPES:
+                return _fallback(data, *rest)
+            return _contrib_sorts[_full](data, *rest)
+
+        tvm.register_global_func(full, dispatch, override=True)
+
+
 def tvm_vm_reference(imported: ImportedModel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """TVM's own VM on the unoptimised import: none of our rewrites, schedules or driver."""
     import tvm
     from tvm import relax
 
+    _register_sort_fallbacks()
     executable = tvm.compile(imported.module, target=tvm.target.Target("llvm"))
     vm = relax.VirtualMachine(executable, tvm.cpu())
     # main takes and returns a sub-byte tensor as its packed bytes (the C API's layout)

@@ -60,6 +60,7 @@ STRICT = {
 # Package builtins that replace TVM kernels needing the TVM runtime (sorting) or bounded outputs.
 BUILTINS = {
     "test_top_k", "test_top_k_smallest", "test_top_k_same_values", "test_top_k_same_values_largest",
+    "test_top_k_uint64",  # confirmed by NumPy's sort in TVM's VM (its own refuses uint64)
     "test_nonmaxsuppression_suppress_by_IOU_and_scores",
     "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_flipped_coordinates",
     "test_nonmaxsuppression_two_batches",
