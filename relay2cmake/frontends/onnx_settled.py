@@ -327,6 +327,27 @@ def _window_size(shapes: NodeShapes) -> Settlement | None:
     return _exact(0, [out[0]], "size")
 
 
+def _mel_bands(shapes: NodeShapes) -> Settlement | None:
+    """MelWeightMatrix's num_mel_bins: the output's second extent."""
+    out = shapes.outputs[0]
+    if out is None or len(out) != 2 or shapes.length != 1:
+        return None
+    return _exact(0, [out[1]], "num_mel_bins")
+
+
+def _mel_dft_length(shapes: NodeShapes) -> Settlement | None:
+    """MelWeightMatrix's dft_length: dft_length // 2 + 1 bins, so two lengths give the declared
+    output; the length also sets the values (one variant each)."""
+    out = shapes.outputs[0]
+    if out is None or len(out) != 2 or shapes.length != 1 or out[0] < 1:
+        return None
+    lengths = (2 * (out[0] - 1), 2 * (out[0] - 1) + 1)
+    return Settlement(
+        1, tuple((n,) for n in lengths), tuple(np.asarray(n, dtype="int64") for n in lengths), (0, 1),
+        _as_given, f"dft_length in {list(lengths)}",
+    )  # fmt: skip
+
+
 def _affine_grid(shapes: NodeShapes) -> Settlement | None:
     """AffineGrid's size [N, C, spatial...]: the grid [N, spatial..., k] says all but C, which
     the grid does not depend on (compared as 0, converted as 1)."""
@@ -395,6 +416,7 @@ RULES: dict[str, tuple[tuple[int, Callable[[NodeShapes], Settlement | None], int
     "Resize": ((3, _resize_sizes, 11),),  # scales given at run time: onnx_resize
     "DFT": ((2, _dft_axis, 20),),
     "AffineGrid": ((1, _affine_grid, 20),),
+    "MelWeightMatrix": ((0, _mel_bands, 17), (1, _mel_dft_length, 17)),
     "Loop": ((0, _loop_count, 1), (1, _loop_condition, 1)),
     **{op: ((0, _window_size, 17),) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
 }  # fmt: skip
