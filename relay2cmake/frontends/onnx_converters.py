@@ -1591,15 +1591,64 @@ class Importer(ONNXGraphImporter):
 
     def _unrolled_scan(self, inputs, attrs, opset):
         if opset < 9:
-            raise NotImplementedError("Scan-8 (batched, with sequence_lens) is not supported; use opset 9+")
+            return self._unrolled_batched_scan(inputs, attrs)
         body = attrs["body"]
         num_scan = int(attrs["num_scan_inputs"])
         states, scanned = list(inputs[: len(inputs) - num_scan]), list(inputs[len(inputs) - num_scan :])
-        in_axes = [int(a) for a in attrs.get("scan_input_axes", [0] * num_scan)]
-        in_reverse = [bool(d) for d in attrs.get("scan_input_directions", [0] * num_scan)]
         num_out = len(body.output) - len(states)
-        out_axes = [int(a) for a in attrs.get("scan_output_axes", [0] * num_out)]
-        out_reverse = [bool(d) for d in attrs.get("scan_output_directions", [0] * num_out)]
+        directions = {
+            "in_axes": [int(a) for a in attrs.get("scan_input_axes", [0] * num_scan)],
+            "in_reverse": [bool(d) for d in attrs.get("scan_input_directions", [0] * num_scan)],
+            "out_axes": [int(a) for a in attrs.get("scan_output_axes", [0] * num_out)],
+            "out_reverse": [bool(d) for d in attrs.get("scan_output_directions", [0] * num_out)],
+        }
+        results = self._scan_steps(body, states, scanned, **directions)
+        return results[0] if len(results) == 1 else relax.Tuple(results)
+
+    def _unrolled_batched_scan(self, inputs, attrs):
+        """Scan-8: every state and scan input has a batch axis first (scan inputs then their
+        sequence axis); each batch entry is scanned on its own and the results stacked. Only
+        full-length sequences: sequence_lens absent, or constant and all the full length."""
+        body = attrs["body"]
+        num_scan = int(attrs["num_scan_inputs"])
+        lengths, rest = inputs[0], list(inputs[1:])
+        states, scanned = rest[: len(rest) - num_scan], rest[len(rest) - num_scan :]
+        steps = {_static_shape(x)[1] for x in scanned}
+        batches = {_static_shape(x)[0] for x in states + scanned}
+        if len(steps) != 1 or len(batches) != 1:
+            raise ValueError("Scan-8 inputs disagree on the batch or sequence length")
+        batch, full = batches.pop(), steps.pop()
+        if lengths is not None:
+            given = self._constant_value(lengths)
+            if given is None or np.any(given.reshape(-1) != full):
+                raise NotImplementedError(
+                    "Scan-8 with sequence_lens given at run time or below its sequence length is unsupported"
+                )
+        num_out = len(body.output) - len(states)
+        reverse = [bool(d) for d in attrs.get("directions", [0] * num_scan)]
+        per_batch = []
+        for b in range(batch):
+            index = relax.const(b, "int64")
+            entry = [self.bb.emit(relax.op.take(x, index, axis=0)) for x in states + scanned]
+            per_batch.append(
+                self._scan_steps(
+                    body,
+                    entry[: len(states)],
+                    entry[len(states) :],
+                    in_axes=[0] * num_scan,
+                    in_reverse=reverse,
+                    out_axes=[0] * num_out,
+                    out_reverse=[False] * num_out,
+                )
+            )
+        results = [
+            self.bb.emit(relax.op.stack([r[k] for r in per_batch], axis=0)) for k in range(len(per_batch[0]))
+        ]
+        return results[0] if len(results) == 1 else relax.Tuple(results)
+
+    def _scan_steps(self, body, states, scanned, in_axes, in_reverse, out_axes, out_reverse) -> list:
+        """The body unrolled over the sequence: the final states, then the scan outputs."""
+        num_out = len(body.output) - len(states)
         lengths = {_static_shape(x)[a] for x, a in zip(scanned, in_axes, strict=True)}
         if len(lengths) != 1:
             raise ValueError(f"Scan inputs disagree on the sequence length: {sorted(lengths)}")
@@ -1625,8 +1674,7 @@ class Importer(ONNXGraphImporter):
         for k in range(num_out):
             rank = len(_static_shape(elements[k][0])) + 1
             scan_outputs.append(self.bb.emit(relax.op.stack(elements[k], axis=out_axes[k] % rank)))
-        results = states + scan_outputs
-        return results[0] if len(results) == 1 else relax.Tuple(results)
+        return list(states) + scan_outputs
 
     def _constant_value(self, expr):
         expr = get_constant(expr, [self._nodes, self._params]) if expr is not None else None
