@@ -49,6 +49,7 @@ from relay2cmake.builtins import LAST_STATES, STACK_STATES
 from relay2cmake.dtypes import numpy_dtype
 from relay2cmake.frontends import (
     onnx_bounded,
+    onnx_conv_transpose,
     onnx_deform_conv,
     onnx_determinant,
     onnx_given_parameters,
@@ -1380,6 +1381,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     **onnx_windows.CONVERTERS,
     **onnx_mel_weights.CONVERTERS,
     **onnx_roi_align.CONVERTERS,
+    **onnx_conv_transpose.CONVERTERS,
     "BatchNormalization": BatchNormalization,
     "BitCast": BitCast,
     "BitShift": BitShift,
