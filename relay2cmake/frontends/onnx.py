@@ -306,11 +306,15 @@ def _output_names(model: onnx.ModelProto) -> tuple[str, ...]:
 
 def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     """``op_type (node name)`` for every node TVM's ONNX importer has no converter for."""
-    from relay2cmake.frontends import onnx_ml, onnx_training
+    from relay2cmake.frontends import onnx_ml, onnx_ms_quantized, onnx_training
     from relay2cmake.frontends.onnx_converters import known_operators
 
     # other domains whose operators we convert (their names do not clash with ONNX's)
-    ours = {onnx_training.DOMAIN: set(onnx_training.CONVERTERS), onnx_ml.DOMAIN: set(onnx_ml.CONVERTERS)}
+    ours = {
+        onnx_training.DOMAIN: set(onnx_training.CONVERTERS),
+        onnx_ml.DOMAIN: set(onnx_ml.CONVERTERS),
+        onnx_ms_quantized.DOMAIN: set(onnx_ms_quantized.CONVERTERS),
+    }
 
     known = known_operators()
     problems = []

@@ -1,0 +1,152 @@
+"""Models quantized by ONNX Runtime's own tools compute what ONNX Runtime computes: a small CNN
+(convolutions, a residual add, global average pooling, a classifier) with an MLP beside it,
+quantized with ``quantize_static`` in QDQ format (per-channel weights) and in QOperator
+format (QLinearConv plus the com.microsoft QLinearAdd, QLinearGlobalAveragePool and QGemm),
+and with ``quantize_dynamic`` (DynamicQuantizeLinear, ConvInteger, MatMulInteger).
+
+The quantized outputs (a DequantizeLinear of an 8-bit tensor) must equal ONNX Runtime's in
+at least 99% of the elements and never differ by more than one output quantum: ONNX Runtime's
+vector kernels fuse multiply-adds, which can move a value that lies exactly on a rounding tie.
+Dynamic quantization ends in float arithmetic: within float32 rounding."""
+
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from packaging_helpers import configure_build, run
+
+from relay2cmake.commands.generate import GenerateOptions, generate
+
+
+def _float_model(path):
+    rng = np.random.default_rng(0)
+
+    def weight(name, shape):
+        return numpy_helper.from_array((rng.normal(size=shape) * 0.2).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r1", "w3", "b3"], ["shortcut"], strides=[2, 2]),
+        helper.make_node("Add", ["r2", "shortcut"], ["sum"]),
+        helper.make_node("GlobalAveragePool", ["sum"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "w4", "b4"], ["classes"], transB=1),
+        helper.make_node("MatMul", ["features", "m1"], ["h1"]),
+        helper.make_node("Add", ["h1", "mb1"], ["h1b"]),
+        helper.make_node("Relu", ["h1b"], ["h1r"]),
+        helper.make_node("MatMul", ["h1r", "m2"], ["h2"]),
+        helper.make_node("Add", ["h2", "mb2"], ["scores"]),
+    ]
+    weights = [
+        weight("w1", [16, 3, 3, 3]), weight("b1", [16]), weight("w2", [32, 16, 3, 3]), weight("b2", [32]),
+        weight("w3", [32, 16, 1, 1]), weight("b3", [32]), weight("w4", [10, 32]), weight("b4", [10]),
+        weight("m1", [64, 48]), weight("mb1", [48]), weight("m2", [48, 8]), weight("mb2", [8]),
+    ]  # fmt: skip
+    inputs = [
+        helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32]),
+        helper.make_tensor_value_info("features", TensorProto.FLOAT, [4, 64]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("classes", TensorProto.FLOAT, [1, 10]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4, 8]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "cnn_mlp", inputs, outputs, weights),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def _inputs(rng) -> dict[str, np.ndarray]:
+    return {
+        "image": rng.normal(size=(1, 3, 32, 32)).astype(np.float32),
+        "features": rng.normal(size=(4, 64)).astype(np.float32),
+    }
+
+
+def _quantized(kind: str, work):
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    source = _float_model(work / "float.onnx")
+    target = work / f"{kind}.onnx"
+    if kind == "dynamic":
+        quantize_dynamic(str(source), str(target))
+        return target
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(1)
+            self.batches = iter([_inputs(rng) for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(
+        str(source), str(target), Calibration(),
+        quant_format=QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator,
+        per_channel=kind == "qdq", activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    return target
+
+
+def _output_quanta(model: onnx.ModelProto) -> dict[str, float]:
+    """Each output that is a DequantizeLinear of an 8-bit tensor: its scale."""
+    constants = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    quanta = {}
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] in {o.name for o in model.graph.output}:
+            quanta[node.output[0]] = float(constants[node.input[1]].reshape(-1).max())
+    return quanta
+
+
+@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+def test_quantized_models_match_onnxruntime(kind, tmp_path):
+    import onnxruntime
+
+    model_path = _quantized(kind, tmp_path)
+    model = onnx.load(str(model_path))
+    operators = {(n.domain, n.op_type) for n in model.graph.node}
+    expected_ops = {
+        "qdq": {("", "QuantizeLinear"), ("", "DequantizeLinear")},
+        "qoperator": {("", "QLinearConv"), ("com.microsoft", "QLinearAdd"), ("com.microsoft", "QGemm")},
+        "dynamic": {("", "DynamicQuantizeLinear"), ("", "MatMulInteger"), ("", "ConvInteger")},
+    }[kind]
+    assert expected_ops <= operators, f"ONNX Runtime's quantizer wrote {sorted(operators)}"
+    generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="Quantized"))
+    configure_build(tmp_path / "pkg", tmp_path / "build")
+    cli = glob.glob(str(tmp_path / "build" / "quantized_cli"))[0]
+    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    quanta = _output_quanta(model)
+    names = [o.name for o in model.graph.output]
+    rng = np.random.default_rng(2)
+    for trial in range(4):
+        inputs = _inputs(rng)
+        files = []
+        for name, array in inputs.items():
+            files.append(tmp_path / f"{trial}_{name}.npy")
+            np.save(files[-1], array)
+        out = tmp_path / f"out{trial}"
+        run([cli, "--output-dir", out, *files])
+        for index, (name, want) in enumerate(zip(names, session.run(names, inputs), strict=True)):
+            got = np.load(out / f"output_{index}.npy")
+            if name in quanta:
+                difference = np.abs(got.astype(np.float64) - want)
+                assert difference.max() <= quanta[name] * 1.0001, (name, difference.max(), quanta[name])
+                assert np.mean(difference == 0) >= 0.99, (name, np.mean(difference == 0))
+            else:
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
