@@ -14,7 +14,7 @@ from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
 from relay2cmake.frontends.onnx_converter_support import _static_shape
-from relay2cmake.frontends.onnx_quantized import _centred, _multiplier, _requantized
+from relay2cmake.frontends.onnx_quantized import _centred, _multiplier, _requantized, _weights
 
 DOMAIN = "com.microsoft"
 
@@ -98,7 +98,7 @@ class QGemm(OnnxOpConverter):
         y_scale = inputs[7] if len(inputs) > 7 else None
         y_zero = inputs[8] if len(inputs) > 8 else None
         centred_a = _centred(bb, a, a_zero)
-        centred_b = _centred(bb, b, b_zero, 0 if int(attr.get("transB", 0)) else 1)
+        centred_b = _weights(bb, b, b_zero, params, 0 if int(attr.get("transB", 0)) else 1)
         if int(attr.get("transA", 0)):
             centred_a = bb.emit(relax.op.permute_dims(centred_a, [1, 0]))
         if int(attr.get("transB", 0)):

@@ -12,7 +12,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
-from relay2cmake.frontends.onnx_converter_support import _static_shape, _theirs
+from relay2cmake.frontends.onnx_converter_support import _attr_text, _constant_value, _static_shape, _theirs
 
 
 def _centred(bb, values, zero_point, per_axis: int | None = None):
@@ -27,6 +27,16 @@ def _centred(bb, values, zero_point, per_axis: int | None = None):
         view[per_axis] = zero_shape[0]
         zero = relax.op.reshape(zero, view)
     return bb.emit(relax.op.subtract(wide, zero))
+
+
+def _weights(bb, values, zero_point, params, per_axis: int | None = None):
+    """Constant 8-bit weights with a zero point of 0 (ONNX Runtime's symmetric int8 weights)
+    as they are, so that the package stores them in 8 bits (the kernel widens them as it
+    multiplies); otherwise ``_centred``, which folds into int32 constants."""
+    zero = _constant_value(zero_point, params) if zero_point is not None else np.zeros(1)
+    if _constant_value(values, params) is not None and zero is not None and not np.any(zero):
+        return values
+    return _centred(bb, values, zero_point, per_axis)
 
 
 def _requantized(accumulated, multiplier, zero_point, dtype: str):
@@ -60,7 +70,7 @@ class QLinearMatMul(OnnxOpConverter):
         accumulated = bb.emit(
             relax.op.matmul(
                 _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None),
-                _centred(bb, b, b_zero, rank_b - 1),
+                _weights(bb, b, b_zero, params, rank_b - 1),
                 out_dtype="int32",
             )
         )
@@ -75,8 +85,27 @@ class QLinearMatMul(OnnxOpConverter):
 
 
 def _int32_conv(bb, x, w, attr, params):
-    """TVM's Conv (attributes, padding, groups) on int32 operands, accumulating in int32."""
-    return bb.emit(_theirs("Conv", bb, [x, w, None], dict(attr), params))
+    """TVM's Conv (attributes, padding, groups) on int32 operands, accumulating in int32; 8-bit
+    weights (``_weights``) in a 2-D convolution with explicit padding as conv2d's mixed-type
+    form (TVM's converter asks for one type), others widened to int32 first."""
+    if str(w.ty.dtype) == str(x.ty.dtype):
+        return bb.emit(_theirs("Conv", bb, [x, w, None], dict(attr), params))
+    plain = _attr_text(attr.get("auto_pad"), "NOTSET") == "NOTSET"
+    if len(_static_shape(x)) != 4 or not plain:
+        return bb.emit(
+            _theirs("Conv", bb, [x, bb.emit(relax.op.astype(w, "int32")), None], dict(attr), params)
+        )
+    return bb.emit(
+        relax.op.nn.conv2d(
+            x,
+            w,
+            strides=[int(v) for v in attr.get("strides", [1, 1])],
+            padding=[int(v) for v in attr.get("pads", [0, 0, 0, 0])],
+            dilation=[int(v) for v in attr.get("dilations", [1, 1])],
+            groups=int(attr.get("group", 1)),
+            out_dtype="int32",
+        )
+    )
 
 
 class ConvInteger(OnnxOpConverter):
@@ -86,7 +115,7 @@ class ConvInteger(OnnxOpConverter):
         x_zero = inputs[2] if len(inputs) > 2 else None
         w_zero = inputs[3] if len(inputs) > 3 else None
         # padding after the zero point is subtracted: ONNX pads with the zero point
-        return _int32_conv(bb, _centred(bb, x, x_zero), _centred(bb, w, w_zero, 0), attr, params)
+        return _int32_conv(bb, _centred(bb, x, x_zero), _weights(bb, w, w_zero, params, 0), attr, params)
 
 
 class QLinearConv(OnnxOpConverter):
@@ -94,7 +123,9 @@ class QLinearConv(OnnxOpConverter):
     def _impl_v10(cls, bb, inputs, attr, params):
         x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = inputs[:8]
         bias = inputs[8] if len(inputs) > 8 else None
-        accumulated = _int32_conv(bb, _centred(bb, x, x_zero), _centred(bb, w, w_zero, 0), attr, params)
+        accumulated = _int32_conv(
+            bb, _centred(bb, x, x_zero), _weights(bb, w, w_zero, params, 0), attr, params
+        )
         rank = len(_static_shape(accumulated))
         channels = [1, -1] + [1] * (rank - 2)
         if bias is not None:
