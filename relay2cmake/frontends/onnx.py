@@ -438,6 +438,7 @@ def _import_onnx(
 ) -> ImportedModel:
     """The import proper; ``settled_inputs``: inputs frozen to these values, kept in the API
     and checked at run time (``onnx_settled_inputs``)."""
+    from relay2cmake.frontends.onnx_qdq import integer_operators
     from relay2cmake.frontends.onnx_settled_inputs import GIVEN_INPUTS, with_given_inputs
 
     opset = _opset(model)
@@ -454,6 +455,7 @@ def _import_onnx(
         # Shape arithmetic and everything computed from constants become constants (in
         # place: the references read the file itself); this may also remove operators TVM
         # cannot convert.
+        model, _ = integer_operators(model)  # before folding: it would make the weights float
         model = fold_constants(model, path.parent)
         drop_empty_resize_inputs(model)
     except UserError:
