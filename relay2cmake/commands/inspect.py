@@ -82,6 +82,37 @@ def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, .
     return arena.pack(lifetimes)[1] if lifetimes else 0
 
 
+# Operators that compute in integers (ONNX's and ONNX Runtime's quantized ones), the quantizing
+# steps, and those that only move or reshape data (the same in any type).
+INTEGER_OPERATORS = frozenset(
+    {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QGemm", "QLinearAdd", "QLinearMul",
+     "QLinearGlobalAveragePool"}
+)  # fmt: skip
+QUANTIZING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+DATA_MOVEMENT = frozenset(
+    {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Gather", "Split",
+     "Identity", "Shape", "Expand", "Tile", "Pad", "MaxPool", "Cast", "Constant"}
+)  # fmt: skip
+
+
+def _arithmetic(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
+    """For a quantized model, (integer operators, float operators that compute), as gen will
+    convert them (QDQ patterns folded); two empty dicts for a float model."""
+    from relay2cmake.frontends.onnx_qdq import integer_operators
+
+    folded, _ = integer_operators(model)
+    operators = Counter(n.op_type for n in folded.graph.node)
+    if not set(operators) & (INTEGER_OPERATORS | QUANTIZING):
+        return {}, {}
+    integer = {op: n for op, n in sorted(operators.items()) if op in INTEGER_OPERATORS}
+    floating = {
+        op: n
+        for op, n in sorted(operators.items())
+        if op not in INTEGER_OPERATORS | QUANTIZING | DATA_MOVEMENT
+    }
+    return integer, floating
+
+
 def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Report:
     check_model_path(path)
     suffix = path.suffix.lower()
@@ -101,6 +132,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
     check_input_shape_names(input_shapes, [t.name for t in inputs])
     parameter_bytes = sum(initializer_bytes(init) for init in model.graph.initializer)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    integer, floating = _arithmetic(model)
     return Report(
         model=path.name,
         format="ONNX",
@@ -113,6 +145,8 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Repor
         parameter_bytes=parameter_bytes,
         unsupported=unsupported_nodes(with_function_bodies(model)),
         estimated_arena_bytes=_estimate_arena(model, input_shapes),
+        integer_operators=integer,
+        float_operators=floating,
     )
 
 
@@ -133,6 +167,15 @@ def render_text(report: Report) -> str:
     lines += [f"  {t.name}: {t.dtype}{shape(t)}" for t in report.outputs]
     lines.append("operators: " + ", ".join(f"{op} x{count}" for op, count in report.operators.items()))
     lines.append(f"parameters: {report.parameters} tensors, {report.parameter_bytes} bytes")
+    if report.integer_operators or report.float_operators:
+
+        def listed(operators: dict[str, int]) -> str:
+            return ", ".join(f"{op} x{count}" for op, count in operators.items()) or "none"
+
+        lines.append(
+            f"quantized: in integers {listed(report.integer_operators)}; "
+            f"stays float {listed(report.float_operators)}"
+        )
     if report.estimated_arena_bytes is None:
         lines.append("estimated arena: unknown (some shapes are symbolic or could not be inferred)")
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,10 @@ class Report:
     parameter_bytes: int
     unsupported: list[str]
     estimated_arena_bytes: int | None  # None: shapes unknown (symbolic, or inference failed)
+    # Quantized models: the operators that compute in integers (after QDQ folding) and the
+    # computing ones that stay float; both empty for other models.
+    integer_operators: dict[str, int] = field(default_factory=dict)
+    float_operators: dict[str, int] = field(default_factory=dict)
 
     @property
     def lowerable(self) -> bool:

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import configure_build, run
 
 from relay2cmake.commands.generate import GenerateOptions, generate
+from relay2cmake.commands.inspect import inspect_model
 
 
 def _float_model(path):
@@ -128,6 +129,11 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
         "dynamic": {("", "DynamicQuantizeLinear"), ("", "MatMulInteger"), ("", "ConvInteger")},
     }[kind]
     assert expected_ops <= operators, f"ONNX Runtime's quantizer wrote {sorted(operators)}"
+    report = inspect_model(model_path, {})  # which parts run in integers
+    assert {"qdq": "QLinearConv", "qoperator": "QLinearAdd", "dynamic": "ConvInteger"}[
+        kind
+    ] in report.integer_operators
+    assert "Conv" not in report.float_operators, report.float_operators
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="Quantized"))
     if kind != "dynamic":  # 8-bit weights stay 8-bit (quantize_dynamic keeps this MLP float)
         stored = json.loads((tmp_path / "pkg" / "metadata.json").read_text())["weights_file"]["bytes"]
