@@ -332,12 +332,42 @@ def compute(
     attempts = _input_attempts(imported)
     for high, floats in attempts[:-1]:
         try:
-            return _compute(imported, make_inputs(imported, integer_high=high, floats=floats), False, paths)
+            return _compute(imported, _fitting_inputs(imported, paths, high, floats), False, paths)
         except UnconfirmedReference:
             continue
     high, floats = attempts[-1]
-    inputs = make_inputs(imported, integer_high=high, floats=floats)
+    inputs = _fitting_inputs(imported, paths, high, floats)
     return _compute(imported, inputs, accept_unconfirmed, paths)
+
+
+FITTING_DRAWS = 32  # seeds tried for inputs whose values set an output's shape
+FITTING_SECONDS = 10.0  # and the time they may take
+
+
+def _fitting_inputs(
+    imported: ImportedModel, paths: list[Reference], high: int, floats: str
+) -> tuple[np.ndarray, ...]:
+    """The seeded inputs, or, when the references' outputs on them do not have the shapes the
+    package computes (inputs whose values set a shape: Range's bounds, a Loop's count computed
+    from inputs) or they fail on them, the first of further seeds on which one does. Probed
+    with the references other than TVM's VM (it compiles the model on every call), within
+    FITTING_SECONDS; the seeded inputs when no draw fits."""
+    import time
+
+    first = make_inputs(imported, integer_high=high, floats=floats)
+    probes = [p for p in paths if p.name != TVM_VM]
+    start = time.perf_counter()
+    for draw in range(FITTING_DRAWS):
+        if draw and time.perf_counter() - start > FITTING_SECONDS:
+            break
+        inputs = first if draw == 0 else make_inputs(imported, SEED + draw, high, floats)
+        for path in probes:
+            try:
+                _conform(imported, _run_quietly(path.run, inputs))
+            except Exception:
+                continue  # this path fails on this draw, or its shapes are not the package's
+            return inputs
+    return first
 
 
 def _input_attempts(imported: ImportedModel) -> list[tuple[int, str]]:
