@@ -1347,6 +1347,43 @@ class Dropout(OnnxOpConverter):
     def _impl_v10(cls, bb, inputs, attr, params):
         return cls._passthrough(bb, inputs[0], "bool")
 
+    @classmethod
+    def _impl_v12(cls, bb, inputs, attr, params):
+        """Training mode (a run-time or true ``training_mode``) with a ``seed``: the mask is
+        NumPy's ``RandomState(seed).uniform(0, 1, shape) >= ratio``, as ONNX's reference draws
+        it, the uniform numbers fixed at generation time and compared with the ratio at run
+        time; kept values scaled by 1 / (1 - ratio). Without a seed no package can repeat the
+        reference's random draw: refused, unless training is constantly off."""
+        data = inputs[0]
+        ratio = inputs[1] if len(inputs) > 1 else None
+        training = inputs[2] if len(inputs) > 2 else None
+        training_value = _constant_value(training, params) if training is not None else np.array(False)
+        if training_value is not None and not bool(np.asarray(training_value).reshape(-1)[0]):
+            return cls._passthrough(bb, data, "bool")
+        if "seed" not in attr:
+            raise NotImplementedError(
+                "Dropout in training mode draws random numbers and has no seed attribute; freeze "
+                "training_mode to false (--constant-input) or give the node a seed"
+            )
+        dtype = str(data.ty.dtype)
+        shape = _static_shape(data)
+        uniform = np.random.RandomState(int(attr["seed"])).uniform(0, 1.0, shape)
+        if ratio is None:
+            ratio = relax.const(np.asarray(0.5, dtype=dtype), dtype)
+        ratio = bb.emit(relax.op.reshape(ratio, []))
+        keep = bb.emit(
+            relax.op.greater_equal(relax.const(uniform, "float64"), relax.op.astype(ratio, "float64"))
+        )
+        one = relax.const(np.asarray(1.0, dtype=dtype), dtype)
+        scale = relax.op.divide(one, relax.op.subtract(one, relax.op.astype(ratio, dtype)))
+        dropped = relax.op.multiply(relax.op.multiply(data, relax.op.astype(keep, dtype)), scale)
+        if training is None:
+            return relax.Tuple([bb.emit(dropped), keep])
+        on = bb.emit(relax.op.reshape(relax.op.astype(training, "bool"), []))
+        result = bb.emit(relax.op.where(on, dropped, data))
+        mask = bb.emit(relax.op.logical_or(keep, relax.op.logical_not(on)))
+        return relax.Tuple([result, mask])
+
     @staticmethod
     def _passthrough(bb, data, mask_dtype):
         return relax.Tuple([data, bb.normalize(relax.op.ones_like(data, mask_dtype))])
