@@ -17,7 +17,9 @@ from onnx import helper, numpy_helper
 def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """``model`` with the QDQ patterns above folded (a copy when any is), and how many."""
     graph = model.graph
-    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    if not any(n.op_type == "DequantizeLinear" for n in graph.node):
+        return model, 0
+    constants = _Constants(graph)
     producers = {out: node for node in graph.node for out in node.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -94,11 +96,34 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     return result, len(replacements)
 
 
+class _Constants:
+    """The initializers' values, read when first asked for (weights are not all copied);
+    one stored outside the model file counts as not constant."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self._protos = {i.name: i for i in graph.initializer}
+        self._values: dict[str, np.ndarray] = {}
+
+    def __contains__(self, name: object) -> bool:
+        proto = self._protos.get(name) if isinstance(name, str) else None
+        return proto is not None and proto.data_location != onnx.TensorProto.EXTERNAL
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._values:
+            if name not in self:
+                raise KeyError(name)
+            self._values[name] = numpy_helper.to_array(self._protos[name])
+        return self._values[name]
+
+    def get(self, name: str) -> np.ndarray | None:
+        return self[name] if name in self else None
+
+
 def _axis(node: onnx.NodeProto) -> int:
     return next((a.i for a in node.attribute if a.name == "axis"), 1)
 
 
-def _is_product_scale(constants: dict, bias: list[str], x_scale: str, w_scale: str) -> bool:
+def _is_product_scale(constants: _Constants, bias: list[str], x_scale: str, w_scale: str) -> bool:
     """An int32 bias, zero point 0, on the scale x_scale * w_scale (as ONNX Runtime writes it)."""
     value, scale, zero = constants[bias[0]], constants[bias[1]], constants.get(bias[2]) if bias[2] else None
     if value.dtype != np.int32 or (zero is not None and np.any(zero)):
