@@ -212,8 +212,14 @@ class Slice(OnnxOpConverter):
     and name each axis at most once, with no step of 0 and no axis out of range."""
 
     @classmethod
-    def _impl_v1(cls, bb, inputs, attr, params):  # starts/ends/axes as attributes
-        return _theirs("Slice", bb, inputs, attr, params)
+    def _impl_v1(cls, bb, inputs, attr, params):
+        """starts/ends/axes as attributes (before opset 10): as constant inputs to TVM's
+        converter, which knows only those (PyTorch's old exports: ``x[0]``)."""
+        given = [
+            _i64([int(v) for v in attr[name]]) if name in attr else None
+            for name in ("starts", "ends", "axes")
+        ]
+        return _theirs("Slice", bb, [inputs[0], *given, None], {}, params)
 
     @classmethod
     def _impl_v10(cls, bb, inputs, attr, params):
