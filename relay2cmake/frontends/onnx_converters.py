@@ -1182,7 +1182,7 @@ class STFT(OnnxOpConverter):
         length = _static_shape(signal)[1]
         onesided = int(attr.get("onesided", 1))
         steps = cls._given(step, params)
-        widths = cls._given(frame_length, params)
+        widths = given_width = cls._given(frame_length, params)
         if window is not None:
             widths = [_static_shape(window)[0]] if widths is None else widths
         declared = onnx_settled.declared_output()
@@ -1202,11 +1202,8 @@ class STFT(OnnxOpConverter):
             raise NotImplementedError(
                 f"no STFT frame step or length gives the declared shape {list(declared)}"
             )
-        given = (
-            [(frame_length, 0)]
-            if cls._given(frame_length, params) is None and frame_length is not None
-            else []
-        )
+        # the run-time tensors the package compares (a length given with the window is checked too)
+        given = [(frame_length, 0)] if given_width is None and frame_length is not None else []
         given += [(step, 1)] if steps is None else []
         normal = bb.emit(
             relax.op.concat(

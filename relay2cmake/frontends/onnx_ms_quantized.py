@@ -14,7 +14,7 @@ from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
 from relay2cmake.frontends.onnx_converter_support import _static_shape
-from relay2cmake.frontends.onnx_quantized import _centred, _multiplier, _requantized, _weights
+from relay2cmake.frontends.onnx_quantized import _centred, _multiplier, _requantized, _saturated, _weights
 
 DOMAIN = "com.microsoft"
 
@@ -22,13 +22,6 @@ DOMAIN = "com.microsoft"
 def _float(bb, values, zero_point):
     """``values - zero_point`` as float32 (exact: both are 8-bit)."""
     return bb.emit(relax.op.astype(_centred(bb, values, zero_point), "float32"))
-
-
-def _saturated(bb, value, zero_point, dtype: str):
-    """float32 ``value`` rounded half to even, saturated to ``dtype`` (zero point included)."""
-    limits = np.iinfo(np.dtype(dtype))
-    rounded = relax.op.clip(relax.op.round(value), float(limits.min), float(limits.max))
-    return relax.op.astype(bb.emit(rounded), dtype)
 
 
 def _output_type(zero_point, fallback) -> str:
@@ -55,7 +48,7 @@ class QLinearAdd(OnnxOpConverter):
             ),
             _zero(c_zero),
         )
-        return _saturated(bb, value, c_zero, _output_type(c_zero, a))
+        return _saturated(value, _output_type(c_zero, a))
 
 
 class QLinearMul(OnnxOpConverter):
@@ -65,7 +58,7 @@ class QLinearMul(OnnxOpConverter):
         c_zero = inputs[7] if len(inputs) > 7 else None
         ratio = bb.emit(relax.op.divide(relax.op.multiply(a_scale, b_scale), c_scale))
         value = relax.op.multiply(relax.op.multiply(_float(bb, a, a_zero), _float(bb, b, b_zero)), ratio)
-        return _saturated(bb, relax.op.add(value, _zero(c_zero)), c_zero, _output_type(c_zero, a))
+        return _saturated(relax.op.add(value, _zero(c_zero)), _output_type(c_zero, a))
 
 
 class QLinearGlobalAveragePool(OnnxOpConverter):
@@ -84,7 +77,7 @@ class QLinearGlobalAveragePool(OnnxOpConverter):
             relax.op.divide(x_scale, relax.op.multiply(y_scale, relax.const(np.float32(count), "float32")))
         )
         value = relax.op.add(relax.op.multiply(relax.op.astype(total, "float32"), scale), _zero(y_zero))
-        return _saturated(bb, value, y_zero, _output_type(y_zero, x))
+        return _saturated(value, _output_type(y_zero, x))
 
 
 class QGemm(OnnxOpConverter):

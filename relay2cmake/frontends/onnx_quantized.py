@@ -45,9 +45,13 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
     value = relax.op.multiply(relax.op.astype(accumulated, "float64"), multiplier)
     if zero_point is not None:
         value = relax.op.add(value, relax.op.astype(zero_point, "float64"))
+    return _saturated(value, dtype)
+
+
+def _saturated(value, dtype: str):
+    """A float ``value`` rounded half to even and saturated to the integer ``dtype``."""
     limits = np.iinfo(np.dtype(dtype))
-    value = relax.op.clip(relax.op.round(value), float(limits.min), float(limits.max))
-    return relax.op.astype(value, dtype)
+    return relax.op.astype(relax.op.clip(relax.op.round(value), float(limits.min), float(limits.max)), dtype)
 
 
 def _multiplier(bb, *scales, view: list[int] | None = None):

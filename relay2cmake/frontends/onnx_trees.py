@@ -56,6 +56,7 @@ def _paths(root: int, child, node_count: int) -> list[tuple[tuple[tuple[int, boo
     """Every walk from ``root``: ``child(node, went_true)`` gives ``(is_leaf, index)``."""
     found: list[tuple[tuple[tuple[int, bool], ...], int]] = []
     pending: list[tuple[int, tuple[tuple[int, bool], ...]]] = [(root, ())]
+    total_steps = 0
     while pending:
         node, steps = pending.pop()
         if len(steps) > node_count:
@@ -65,9 +66,10 @@ def _paths(root: int, child, node_count: int) -> list[tuple[tuple[tuple[int, boo
             walk = (*steps, (node, went_true))
             if is_leaf:
                 found.append((walk, index))
+                total_steps += len(walk)
             else:
                 pending.append((index, walk))
-        if sum(len(walk) for walk, _ in found) > MAX_PATH_STEPS:
+        if total_steps > MAX_PATH_STEPS:
             raise NotImplementedError(f"this TreeEnsemble has more than {MAX_PATH_STEPS} path steps")
     return sorted(found)
 
