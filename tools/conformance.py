@@ -12,17 +12,24 @@ suites. Each case runs
   folding), `tvm.compile` for LLVM, its Relax VM, compare;
 - through relay2cmake: `gen` → one CMake super-build of all packages (which also proves that
   many models link into one build) → each package's `<prefix>_cli` on the case's inputs →
-  compare.
+  compare;
+- through ONNX Runtime (CPU provider, default session options), for what a user's other
+  choice passes;
+- through emx-onnx-cgen, an ONNX-to-C generator, when it is installed
+  (`pip install -e '.[conformance]'`): its ONNX backend generates C, compiles it with the
+  system compiler and runs it.
 
-Both paths use the same tolerance (rtol 1e-3, atol 1e-5) against the case's expected
+Every path uses the same comparison (rtol 1e-3, atol 1e-5) against the case's expected
 outputs. Cases whose inputs or outputs are not tensors (sequences, optionals) are counted
-apart, as neither path can take them.
+apart, as the package cannot take them. The report has a table per suite and one per
+operator (a case counts for every operator its graph holds).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import multiprocessing
@@ -99,6 +106,8 @@ class Result:
     name: str
     tensor_case: bool = True
     vm: str = "not run"  # "pass" or a reason
+    ort: str = "not run"  # ONNX Runtime: "pass" or a reason
+    emx: str = "not run"  # emx-onnx-cgen: "pass", a reason, or "not run" when not installed
     gen: str = "not run"  # "generated" or a reason; later "pass" or a reason
     package: str = ""
     frozen: list[str] = field(default_factory=list)  # inputs given to gen as --constant-input
@@ -269,7 +278,10 @@ def _run_case(index: int, case: Case, packages_dir: str) -> Result:
     expected = _load_values(directory / "test_data_set_0", "output")
     try:
         model = onnx.load(str(model_path), load_external_data=False)
-        result.operators = sorted({n.op_type for n in model.graph.node})
+        standard = ("", "ai.onnx")
+        result.operators = sorted(
+            {n.op_type if n.domain in standard else f"{n.domain}::{n.op_type}" for n in model.graph.node}
+        )
     except Exception as exc:
         result.vm = result.gen = _short(exc)
         return result
@@ -283,11 +295,13 @@ def _run_case(index: int, case: Case, packages_dir: str) -> Result:
         contextlib.redirect_stderr(io.StringIO()),
     ):
         warnings.simplefilter("ignore")
-        try:
-            outputs = _tvm_alone(model, inputs)
-            result.vm = _matches(outputs, expected)
-        except Exception as exc:
-            result.vm = _short(exc)
+        for path, run in (("vm", _tvm_alone), ("ort", _onnx_runtime), ("emx", _emx_onnx_cgen)):
+            if path == "emx" and not EMX_INSTALLED:
+                continue
+            try:
+                setattr(result, path, _matches(run(model, directory, inputs), expected))
+            except Exception as exc:
+                setattr(result, path, _short(exc))
         name = f"Case{index:04d}"
         result.gen = _generate(model_path, Path(packages_dir) / name.lower(), name, {})
         if result.gen != "generated":
@@ -309,7 +323,7 @@ def _run_case(index: int, case: Case, packages_dir: str) -> Result:
     return result
 
 
-def _tvm_alone(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _tvm_alone(model: onnx.ModelProto, _directory: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """TVM by itself: its ONNX importer (none of our checks or folding) and its Relax VM.
     (For NonZero and Unique the VM calls NumPy through Python functions ``tvm.relax.op``
     registers in this process; those count as VM passes too.)"""
@@ -329,6 +343,29 @@ def _tvm_alone(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndar
     result = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
     values = list(result) if len(model.graph.output) > 1 else [result]
     return [v.numpy() for v in values]
+
+
+def _onnx_runtime(model: onnx.ModelProto, directory: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 4
+    session = onnxruntime.InferenceSession(
+        str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+    names = _graph_input_names(model)
+    return list(session.run(None, dict(zip(names, inputs, strict=False))))
+
+
+EMX_INSTALLED = importlib.util.find_spec("emx_onnx_cgen") is not None
+
+
+def _emx_onnx_cgen(model: onnx.ModelProto, directory: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from emx_onnx_cgen.onnx_backend import run_model
+
+    full = onnx.load(str(directory / "model.onnx"))  # with any external data
+    return [np.asarray(v) for v in run_model(full, inputs)]
 
 
 def _generate(model_path: Path, out: Path, name: str, constants: dict[str, str]) -> str:
@@ -469,17 +506,35 @@ def _share(count: int, total: int) -> str:
     return f"{count} ({100 * count / total:.0f}%)" if total else str(count)
 
 
+def _counts(rows: list[Result]) -> dict[str, int]:
+    tensor = [r for r in rows if r.tensor_case]
+    return {
+        "cases": len(rows),
+        "tensor": len(tensor),
+        "vm": sum(r.vm == "pass" for r in tensor),
+        "ort": sum(r.ort == "pass" for r in tensor),
+        "emx": sum(r.emx == "pass" for r in tensor),
+        "strict": sum(r.gen == "pass" and not r.frozen for r in tensor),
+        "ours": sum(r.gen == "pass" for r in tensor),
+        "lost": sum(r.lost for r in tensor),
+        "ort_lost": sum(r.ort == "pass" and r.gen != "pass" for r in tensor),
+    }
+
+
 def write_report(results: list[Result], path: Path, seconds: float, selection: str) -> None:
     suites = sorted({r.suite for r in results})
+    emx = any(r.emx != "not run" for r in results)
+    emx_column = "emx-onnx-cgen" if emx else "emx-onnx-cgen (not installed)"
     lines = [
         "# ONNX conformance",
         "",
         f"Produced by `tools/conformance.py` ({selection}) in {seconds / 60:.1f} minutes on a 2-core "
         "machine.",
-        "Each case runs through TVM alone (its own `from_onnx`, `tvm.compile` for LLVM, its Relax VM)",
-        "and through",
+        "Each case runs through TVM alone (its own `from_onnx`, `tvm.compile` for LLVM, its Relax VM),",
+        "ONNX Runtime (CPU provider), emx-onnx-cgen 1.4.0 (an ONNX-to-C generator; its ONNX backend",
+        "generates C, compiles it with gcc -O2 and runs it) and",
         "the full relay2cmake path (gen → CMake super-build → `<prefix>_cli` on the case's inputs),",
-        f"compared with the case's expected outputs at rtol {RTOL}, atol {ATOL}.",
+        f"each compared with the case's expected outputs the same way: rtol {RTOL}, atol {ATOL}.",
         "",
         "*Strict* runs `gen` on the model as it is. Many node cases feed shape-like values (axes,",
         "pads, sizes, scales) as run-time inputs, which no static-shape compiler can take; when",
@@ -488,20 +543,18 @@ def write_report(results: list[Result], path: Path, seconds: float, selection: s
         "`gen --constant-input NAME=values.npy`, as a user",
         "would, and counts the case under *with constant inputs* (which includes the strict passes).",
         "",
-        "| suite | cases | tensor cases | TVM VM passes | relay2cmake strict "
-        "| relay2cmake with constant inputs | VM passes lost by relay2cmake |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| suite | cases | tensor cases | TVM VM | ONNX Runtime | {emx_column} | relay2cmake strict "
+        "| relay2cmake with constant inputs | VM passes lost by relay2cmake "
+        "| ONNX Runtime passes relay2cmake fails |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for suite in [*suites, "all"]:
-        rows = [r for r in results if suite in ("all", r.suite)]
-        tensor = [r for r in rows if r.tensor_case]
-        vm = sum(r.vm == "pass" for r in tensor)
-        strict = sum(r.gen == "pass" and not r.frozen for r in tensor)
-        ours = sum(r.gen == "pass" for r in tensor)
-        lost = sum(r.lost for r in tensor)
+        c = _counts([r for r in results if suite in ("all", r.suite)])
+        t = c["tensor"]
         lines.append(
-            f"| {suite} | {len(rows)} | {len(tensor)} | {_share(vm, len(tensor))} "
-            f"| {_share(strict, len(tensor))} | {_share(ours, len(tensor))} | {lost} |"
+            f"| {suite} | {c['cases']} | {t} | {_share(c['vm'], t)} | {_share(c['ort'], t)} "
+            f"| {_share(c['emx'], t) if emx else '—'} | {_share(c['strict'], t)} | {_share(c['ours'], t)} "
+            f"| {c['lost']} | {c['ort_lost']} |"
         )
     lines += ["", "## relay2cmake failures by reason", "", "| cases | reason |", "| ---: | --- |"]
     for reason, count in Counter(
@@ -512,15 +565,42 @@ def write_report(results: list[Result], path: Path, seconds: float, selection: s
     if lost:
         lines += ["", "## Cases the VM passes and relay2cmake does not", ""]
         lines += [f"- `{r.suite}/{r.name}`: {r.gen}" for r in lost]
-    passed_ops = sorted({op for r in results if r.gen == "pass" for op in r.operators})
-    lines += [
+    behind = [r for r in results if r.tensor_case and r.ort == "pass" and r.gen != "pass"]
+    if behind:
+        lines += ["", "## Cases ONNX Runtime passes and relay2cmake does not", ""]
+        lines += [f"- `{r.suite}/{r.name}`: {r.gen}" for r in behind]
+    lines += _operator_table(results, emx)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _operator_table(results: list[Result], emx: bool) -> list[str]:
+    """Per operator: how many tensor cases hold it, and how many each path passes."""
+    by_operator: dict[str, list[Result]] = {}
+    for r in results:
+        if r.tensor_case:
+            for op in r.operators:
+                by_operator.setdefault(op, []).append(r)
+    lines = [
         "",
-        f"## Operators with at least one passing case ({len(passed_ops)})",
+        "## By operator",
         "",
-        ", ".join(passed_ops),
+        "A case counts for every operator in its graph (an expanded function's case counts for each",
+        "primitive it expands to); *strict* as above. Rows where relay2cmake passes fewer cases than",
+        "another path come first.",
         "",
+        "| operator | cases | TVM VM | ONNX Runtime | emx-onnx-cgen | relay2cmake strict |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    path.write_text("\n".join(lines))
+    rows = []
+    for op, cases in by_operator.items():
+        c = _counts(cases)
+        best_other = max(c["vm"], c["ort"], c["emx"])
+        rows.append((c["strict"] >= best_other, op, c))
+    for _, op, c in sorted(rows, key=lambda row: (row[0], row[1])):
+        lines.append(
+            f"| {op} | {c['tensor']} | {c['vm']} | {c['ort']} | {c['emx'] if emx else '—'} | {c['strict']} |"
+        )
+    return lines
 
 
 def main() -> int:
@@ -571,16 +651,14 @@ def main() -> int:
         print(f"wrote {out}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    tensor = [r for r in results if r.tensor_case]
-    vm = sum(r.vm == "pass" for r in tensor)
-    ours = sum(r.gen == "pass" for r in tensor)
-    strict = sum(r.gen == "pass" and not r.frozen for r in tensor)
-    lost = [r for r in tensor if r.lost]
+    c = _counts(results)
+    emx = f", emx-onnx-cgen {c['emx']}" if EMX_INSTALLED else ", emx-onnx-cgen not installed"
     print(
-        f"{len(tensor)} tensor cases: TVM VM {vm} pass, relay2cmake {strict} pass strict, "
-        f"{ours} with constant inputs, {len(lost)} VM passes lost"
+        f"{c['tensor']} tensor cases pass: TVM VM {c['vm']}, ONNX Runtime {c['ort']}{emx}; relay2cmake "
+        f"{c['strict']} strict, {c['ours']} with constant inputs; {c['lost']} VM passes lost, "
+        f"{c['ort_lost']} ONNX Runtime passes failed"
     )
-    for r in lost:
+    for r in (r for r in results if r.lost):
         print(f"  lost {r.name}: {r.gen}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
