@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,10 @@ MODELS = {
     "bert": (Entry("bert", "onnx17"), ("float", "qdq", "dynamic")),
 }
 CALIBRATION_BATCHES = 4
+# A transformer's attention mask holds -inf: quantized (the quantizer's default covers Where
+# and Add too) its scale is inf, and the masked scores become NaN or 255 depending on how a
+# runtime rounds inf / inf; the products are what a user quantizes.
+OPERATORS_TO_QUANTIZE = {"bert": ["MatMul", "Gemm"]}
 
 
 def quantize(source: Path, kind: str, target: Path, inputs: dict[str, np.ndarray]) -> Path:
@@ -60,6 +65,13 @@ def quantize(source: Path, kind: str, target: Path, inputs: dict[str, np.ndarray
     if target.exists():
         return target
     prepared = target.with_suffix(".pre.onnx")
+    model = onnx.load(str(source))
+    if next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) < 13:
+        # Per-channel QuantizeLinear/DequantizeLinear need opset 13 (ONNX Runtime's quantizer
+        # writes them into older models anyway, which ONNX's checker then refuses).
+        model = onnx.version_converter.convert_version(model, 13)
+        source = target.with_suffix(".opset13.onnx")
+        onnx.save(model, str(source))
     quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
     if kind == "dynamic":
         quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
@@ -84,6 +96,7 @@ def quantize(source: Path, kind: str, target: Path, inputs: dict[str, np.ndarray
         str(prepared), str(target), Calibration(),
         quant_format=QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator,
         per_channel=kind == "qdq", activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+        op_types_to_quantize=OPERATORS_TO_QUANTIZE.get(source.parent.name),
     )  # fmt: skip
     return target
 

@@ -116,7 +116,21 @@ def _check(model: onnx.ModelProto, path: Path) -> None:
     except Exception as exc:
         # The checker's message runs over several lines ("... input 'b' of node:\n{...}").
         message = " ".join(str(exc).split())[:600] or type(exc).__name__
+        if _per_axis_quantization_before_13(model):
+            message += (
+                ". (QuantizeLinear/DequantizeLinear take a per-channel axis from opset 13 on; ONNX "
+                "Runtime's quantizer writes one into older models when asked for per-channel "
+                "weights. Convert the float model to opset 13 or later first, e.g. with "
+                "onnx.version_converter.convert_version(model, 13), then quantize it.)"
+            )
         raise ModelError(f"{str(path)!r} is not a valid ONNX model: {message}") from None
+
+
+def _per_axis_quantization_before_13(model: onnx.ModelProto) -> bool:
+    return _opset(model) < 13 and any(
+        n.op_type in ("QuantizeLinear", "DequantizeLinear") and any(a.name == "axis" for a in n.attribute)
+        for n in model.graph.node
+    )
 
 
 def _opset(model: onnx.ModelProto) -> int:

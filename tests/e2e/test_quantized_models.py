@@ -163,3 +163,20 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
                 assert np.mean(difference == 0) >= 0.99, (name, np.mean(difference == 0))
             else:
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_per_channel_quantization_in_an_old_opset_says_how_to_fix_it(tmp_path):
+    """ONNX Runtime's quantizer writes per-channel DequantizeLinear (an ``axis``) into opset-11
+    models, which ONNX defines from opset 13 only: the error says what to do."""
+    from relay2cmake.errors import ModelError
+
+    weights = numpy_helper.from_array(np.ones((4, 3), np.int8), "w")
+    scales = numpy_helper.from_array(np.full(4, 0.1, np.float32), "s")
+    node = helper.make_node("DequantizeLinear", ["w", "s"], ["y"], axis=0)
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], [weights, scales]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    onnx.save(model, str(tmp_path / "old.onnx"))
+    with pytest.raises(ModelError, match="convert_version"):
+        generate(GenerateOptions(model=tmp_path / "old.onnx", out=tmp_path / "pkg", name="Old"))
