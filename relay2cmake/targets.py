@@ -12,7 +12,7 @@ picked when a context is made on a CPU that has AVX-512.
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from relay2cmake.errors import UserError
@@ -32,12 +32,22 @@ _AVX512_CPUS = {
     "icelake-server", "icelake-client", "tigerlake", "sapphirerapids", "emeraldrapids",
     "graniterapids",
 }  # fmt: skip
+# x86 CPU levels with AVX-512 VNNI (``vpdpbusd``: uint8 x int8 products, four summed per lane).
+_VNNI_CPUS = {
+    "znver4", "znver5", "cascadelake", "cooperlake", "icelake-server", "icelake-client", "tigerlake",
+    "sapphirerapids", "emeraldrapids", "graniterapids",
+}  # fmt: skip
+INT8_DOT_FEATURE = "avx512vnni"
 
 
 @dataclass(frozen=True)
 class KernelTarget:
     arch: str  # "c" or a key of ARCHITECTURES
+    # An LLVM CPU name, optionally with LLVM features after it: "x86-64-v4+avx512vnni".
     cpu: str = ""
+    # The model has uint8 x int8 convolutions: the default x86 set's AVX-512 twin then needs
+    # VNNI too (``wide_variant``). Not part of the label: the twin's label says it.
+    int8_dot: bool = field(default=False, compare=False)
 
     @classmethod
     def from_label(cls, label: str) -> KernelTarget:
@@ -58,13 +68,29 @@ class KernelTarget:
         return ARCHITECTURES[self.arch][2]
 
     @property
+    def base_cpu(self) -> str:
+        return self.cpu.split("+")[0]
+
+    @property
+    def cpu_features(self) -> tuple[str, ...]:
+        """LLVM features named after the CPU ("x86-64-v4+avx512vnni": avx512vnni)."""
+        return tuple(self.cpu.split("+")[1:])
+
+    @property
     def vector_lanes(self) -> int:
         """float32 lanes of one vector register, which sizes the schedules' tiles."""
         if self.arch == "aarch64":
             return 4
         if self.arch == "x86_64":
-            return 16 if self.cpu in _AVX512_CPUS else 8
+            return 16 if self.base_cpu in _AVX512_CPUS else 8
         return 1
+
+    @property
+    def int8_dot_product(self) -> bool:
+        """Whether the set may use AVX-512 VNNI for uint8 x int8 convolutions."""
+        return self.arch == "x86_64" and (
+            INT8_DOT_FEATURE in self.cpu_features or self.base_cpu in _VNNI_CPUS
+        )
 
     @property
     def x86_features(self) -> tuple[str, ...]:
@@ -72,14 +98,16 @@ class KernelTarget:
         if self.arch != "x86_64":
             return ()
         wide = ("avx512f", "avx512bw", "avx512dq", "avx512vl") if self.vector_lanes == 16 else ()
-        return ("avx2", "fma", *wide)
+        return ("avx2", "fma", *wide, *self.cpu_features)
 
     def wide_variant(self) -> KernelTarget | None:
         """The AVX-512 set that ships beside the default x86-64 set, chosen at run time on
-        CPUs that have AVX-512 (10-15% faster kernels, measured on Zen 4). Explicit CPU
-        levels (``x86_64:znver4``) carry one set only."""
+        CPUs that have AVX-512 (10-15% faster kernels, measured on Zen 4); with VNNI as well
+        when the model has uint8 x int8 convolutions (4x float32's speed: CPUs with AVX-512
+        but no VNNI, Skylake-SP, then run the AVX2 set). Explicit CPU levels
+        (``x86_64:znver4``) carry one set only."""
         if self.arch == "x86_64" and self.cpu == ARCHITECTURES["x86_64"][1]:
-            return KernelTarget("x86_64", WIDE_X86_CPU)
+            return KernelTarget("x86_64", WIDE_X86_CPU + (f"+{INT8_DOT_FEATURE}" if self.int8_dot else ""))
         return None
 
     def tvm_target(self, cores: int | None = None) -> Target:
@@ -89,11 +117,14 @@ class KernelTarget:
         if not self.is_object:
             return tvm.target.Target("c")
         triple, _, _ = ARCHITECTURES[self.arch]
-        spec: dict[str, object] = {"kind": "llvm", "mtriple": triple, "mcpu": self.cpu}
+        spec: dict[str, object] = {"kind": "llvm", "mtriple": triple, "mcpu": self.base_cpu}
         if cores is not None:
             spec["num-cores"] = cores
+        attributes = [f"+{feature}" for feature in self.cpu_features]
         if self.arch == "aarch64":
-            spec["mattr"] = ["+neon"]
+            attributes.append("+neon")
+        if attributes:
+            spec["mattr"] = attributes
         return tvm.target.Target(spec)
 
 

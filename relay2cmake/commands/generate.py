@@ -123,6 +123,10 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     # the golden data were all they were for.
     imported = dataclasses.replace(imported, references=())
     gc.collect()
+    from relay2cmake.lower.rewrites.conv2d_nhwc import has_uint8_convolutions
+
+    if has_uint8_convolutions(imported.module):  # the AVX-512 twin with VNNI (wide_variant)
+        targets = tuple(dataclasses.replace(t, int8_dot=True) for t in targets)
     build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
     try:
         package = _build_checked(build, options)

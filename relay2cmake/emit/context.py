@@ -7,6 +7,7 @@ sees; the item views (``TensorView``, ``StepView``, ...) are what its loops walk
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -438,10 +439,16 @@ def build_view(
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
-    twins = {t.arch: w for t in listed if (w := t.wide_variant()) is not None}
-    object_targets = [t for t in listed if t not in twins.values()]  # one per architecture
-    # The AVX-512 twin of an architecture's set, where the package carries it.
-    wide_targets = {arch: w for arch, w in twins.items() if w.label in identity.targets}
+    # The AVX-512 twin of an architecture's set (with VNNI for a quantized model), where the
+    # package carries it.
+    wide_targets = {
+        t.arch: w
+        for t in listed
+        for int8_dot in (False, True)
+        if (w := dataclasses.replace(t, int8_dot=int8_dot).wide_variant()) is not None
+        and w.label in identity.targets
+    }
+    object_targets = [t for t in listed if t not in wide_targets.values()]  # one per architecture
     reference = golden.reference + (
         f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""
     )

@@ -100,8 +100,9 @@ def _quantized(kind: str, work):
 
     quantize_static(
         str(source), str(target), Calibration(),
-        quant_format=QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator,
-        per_channel=kind == "qdq", activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+        quant_format=QuantFormat.QDQ if kind.startswith("qdq") else QuantFormat.QOperator,
+        per_channel=kind.startswith("qdq"), weight_type=QuantType.QInt8,
+        activation_type=QuantType.QInt8 if kind == "qdq-int8" else QuantType.QUInt8,
     )  # fmt: skip
     return target
 
@@ -116,7 +117,8 @@ def _output_quanta(model: onnx.ModelProto) -> dict[str, float]:
     return quanta
 
 
-@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+# qdq-int8: int8 activations (ONNX Runtime's default), moved to uint8 for the convolutions
+@pytest.mark.parametrize("kind", ["qdq", "qdq-int8", "qoperator", "dynamic"])
 def test_quantized_models_match_onnxruntime(kind, tmp_path):
     import onnxruntime
 
@@ -125,14 +127,18 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
     operators = {(n.domain, n.op_type) for n in model.graph.node}
     expected_ops = {
         "qdq": {("", "QuantizeLinear"), ("", "DequantizeLinear")},
+        "qdq-int8": {("", "QuantizeLinear"), ("", "DequantizeLinear")},
         "qoperator": {("", "QLinearConv"), ("com.microsoft", "QLinearAdd"), ("com.microsoft", "QGemm")},
         "dynamic": {("", "DynamicQuantizeLinear"), ("", "MatMulInteger"), ("", "ConvInteger")},
     }[kind]
     assert expected_ops <= operators, f"ONNX Runtime's quantizer wrote {sorted(operators)}"
     report = inspect_model(model_path, {})  # which parts run in integers
-    assert {"qdq": "QLinearConv", "qoperator": "QLinearAdd", "dynamic": "ConvInteger"}[
-        kind
-    ] in report.integer_operators
+    assert {
+        "qdq": "QLinearConv",
+        "qdq-int8": "QLinearConv",
+        "qoperator": "QLinearAdd",
+        "dynamic": "ConvInteger",
+    }[kind] in report.integer_operators
     assert "Conv" not in report.float_operators, report.float_operators
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="Quantized"))
     if kind != "dynamic":  # 8-bit weights stay 8-bit (quantize_dynamic keeps this MLP float)

@@ -1030,3 +1030,53 @@ def test_a_large_pooling_window_stays_a_loop():
     out = topi.nn.pool2d(data, (60, 80), (10, 10), (1, 1), (10, 20, 10, 20), "max", layout="NCHW")
     scheduled = schedule_function(te.create_prim_func([data, out]), AVX512)
     assert scheduled is not None and "T.unroll" not in scheduled.script()
+
+
+def _host_has_vnni() -> bool:
+    try:
+        return "avx512_vnni" in open("/proc/cpuinfo").read().split()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("size", "in_channels", "channels", "kernel", "stride", "dot"),
+    [(14, 64, 64, 3, 1, True), (7, 32, 48, 1, 1, True), (15, 4, 32, 7, 2, True), (14, 64, 64, 3, 1, False)],
+)
+def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, kernel, stride, dot):
+    """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
+    with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs; without it widened int32
+    vectors. Both equal NumPy's exact sums over the full range of both types (a 7x7 stride-2
+    layer over an RGB image's channels padded to 4, ResNet-18's first), and the VNNI one
+    holds the instruction."""
+    import tvm
+    from tvm import te
+
+    options = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False, int8_dot=dot)
+    rng = np.random.default_rng(size + channels)
+    x = rng.integers(0, 256, (1, size, size, in_channels)).astype(np.uint8)
+    w = rng.integers(-128, 128, (kernel, kernel, in_channels, channels)).astype(np.int8)
+    packed = nhwc._packed_int8(w)
+    pad = kernel // 2
+    data = te.placeholder(x.shape, "uint8", name="data")
+    weight = te.placeholder(packed.shape, "int8", name="weight")
+    out = nhwc._uint8_conv2d_nhwc(data, weight, [stride, stride], [pad] * 4, [1, 1])
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
+    assert scheduled is not None
+    target = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512vnni"] if dot else []}
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
+    if dot:
+        assert "vpdpbusd" in library.inspect_source("asm")
+    if dot and not _host_has_vnni():
+        pytest.skip("this CPU has no AVX-512 VNNI to run the kernel on")
+    result = tvm.runtime.tensor(np.zeros([int(d) for d in out.shape], np.int32))
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), result)
+    image = np.pad(x.astype(np.int64), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+    side = int(out.shape[1])
+    want = np.zeros((side, side, channels), np.int64)
+    for dy in range(kernel):
+        for dx in range(kernel):
+            window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
+            want += window @ w[dy, dx].astype(np.int64)
+    np.testing.assert_array_equal(result.numpy()[0], want)

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 CONV_BLOCK = "r2c_conv2d_nhwc"
 DEPTHWISE_BLOCK = "r2c_depthwise_conv2d_nhwc"
 GROUPED_BLOCK = "r2c_group_conv2d_nhwc"
+UINT8_BLOCK = "r2c_conv2d_nhwc_u8s8"
+DOT_INPUTS = 4  # input channels one integer dot-product lane sums (VNNI's vpdpbusd)
 
 
 def _padded(data, padding):
@@ -191,16 +193,83 @@ def _packed(weight, channels: int):
     return np.ascontiguousarray(blocks)
 
 
+def _uint8_conv2d_nhwc(data, weight, strides, padding, dilation):
+    """A uint8 x int8 convolution (a quantized model's: the frontend's ``_uint8_conv``) with
+    weights packed [O/16, kh, kw, I/4, 16, 4] (``_packed_int8``): the 4 input channels of 16
+    output channels that one VNNI instruction takes are 64 contiguous bytes, against 4
+    broadcast bytes of one pixel. Sums in int32. The image is padded with zeros, which is
+    exact: the frontend pads a nonzero zero point itself."""
+    from tvm import te
+
+    blocks, kh, kw, quads, _, _ = (int(d) for d in weight.shape)
+    sh, sw = (int(v) for v in strides)
+    dh, dw = (int(v) for v in dilation)
+    shape = _output_shape(data, kh, kw, strides, padding, dilation, blocks * PACK)
+    padded = _padded(data, padding)
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rco = te.reduce_axis((0, quads), name="rco")
+    rci = te.reduce_axis((0, DOT_INPUTS), name="rci")
+    return te.compute(
+        shape,
+        lambda n, y, x, f: te.sum(
+            padded[n, y * sh + ry * dh, x * sw + rx * dw, rco * DOT_INPUTS + rci].astype("int32")
+            * weight[f // PACK, ry, rx, rco, f % PACK, rci].astype("int32"),
+            axis=[ry, rx, rco, rci],
+        ),
+        name=UINT8_BLOCK,
+    )
+
+
+def _packed_int8(weight):
+    """HWIO int8 → [O/16, kh, kw, I/4, 16, 4] (``_uint8_conv2d_nhwc``)."""
+    import numpy as np
+
+    kh, kw, in_channels, out_channels = weight.shape
+    quads = weight.reshape(kh, kw, in_channels // DOT_INPUTS, DOT_INPUTS, out_channels // PACK, PACK)
+    return np.ascontiguousarray(quads.transpose(4, 0, 1, 2, 5, 3))
+
+
+def has_uint8_convolutions(module: IRModule) -> bool:
+    """Whether ``module`` convolves uint8 data with int8 weights (a quantized model)."""
+    import tvm
+    from tvm import relax
+
+    conv2d = tvm.ir.Op.get("relax.nn.conv2d")
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.op == conv2d:
+            dtypes = [str(getattr(a.ty, "dtype", "")) for a in expr.args[:2]]
+            found.append(dtypes == ["uint8", "int8"])
+
+    for func in module.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return any(found)
+
+
 def _kind(call) -> str | None:
-    """'conv', 'depthwise', 'grouped' or None (not one of ours: TVM's legalization keeps it)."""
+    """'conv', 'depthwise', 'grouped', 'uint8' or None (not one of ours: TVM's legalization
+    keeps it)."""
     attrs = call.attrs
     data, weight = batch_and_static_shape(call.args[0]), static_shape(call.args[1])
+    layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) == ("NHWC", "HWIO", "NHWC")
+    if (
+        layouts
+        and data is not None
+        and weight is not None
+        and (str(call.args[0].ty.dtype), str(call.args[1].ty.dtype)) == ("uint8", "int8")
+        and attrs.out_dtype == "int32"
+        and int(attrs.groups) == 1
+        and data[3] % DOT_INPUTS == 0
+        and weight[3] % PACK == 0
+    ):
+        return "uint8"
     if (
         data is None
         or weight is None
-        or attrs.data_layout != "NHWC"
-        or attrs.kernel_layout != "HWIO"
-        or attrs.out_layout != "NHWC"
+        or not layouts
         or str(call.args[0].ty.dtype) != "float32"
         or str(call.args[1].ty.dtype) != "float32"
         or attrs.out_dtype not in ("", "float32", None)
@@ -390,6 +459,19 @@ def convolutions_channels_last(
             kind = _kind(call) if call.op == conv2d else None
             if kind is None:
                 return call
+            if kind == "uint8":
+                weight = constant_or_self(self, call.args[1])
+                if not isinstance(weight, tvm.ir.GenericConst):
+                    return call
+                return self.builder_.call_te(
+                    _uint8_conv2d_nhwc,
+                    call.args[0],
+                    relax.const(_packed_int8(weight.value.numpy())),
+                    strides=list(call.attrs.strides),
+                    padding=list(call.attrs.padding),
+                    dilation=list(call.attrs.dilation),
+                    primfunc_name_hint="conv2d_nhwc_u8s8",
+                )
             if kind == "grouped":
                 return self.builder_.call_te(
                     _group_conv2d_nhwc,

@@ -212,7 +212,7 @@ def vectorizable_math(module: IRModule) -> IRModule:
             ulp off (a quantized convolution's requantization scale, x_scale * w_scale /
             y_scale, moved one output in 10^5 of ResNet-18 to the other side of a rounding
             tie from ONNX Runtime)."""
-            if isinstance(expr, relax.Constant):
+            if isinstance(expr, tvm.ir.GenericConst):
                 return True
             bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
             if depth == 0 or not isinstance(bound, relax.Call) or not bound.args:
