@@ -26,9 +26,9 @@ def vnni_intrinsic() -> str:
 
     @T.prim_func(s_tir=True)
     def vnni(
-        a: T.Buffer((4,), "uint8", offset_factor=1),
-        b: T.Buffer((16, 4), "int8", offset_factor=1),
-        c: T.Buffer((16,), "int32", offset_factor=1),
+        a: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
+        b: T.Buffer((16, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+        c: T.Buffer((16,), "int32", offset_factor=1),  # type: ignore[valid-type]
     ) -> None:
         with T.sblock("root"):
             T.reads(c[0:16], a[0:4], b[0:16, 0:4])
