@@ -134,8 +134,8 @@ def package_bytes(source: Path) -> int:
     return int(json.loads((source / "metadata.json").read_text())["weights_file"]["bytes"])
 
 
-def run_variant(entry: Entry, kind: str, bench: bool) -> dict:
-    work = OUT / f"{entry.model}-{kind}"
+def run_variant(entry: Entry, kind: str, bench: bool, out: Path = OUT) -> dict:
+    work = out / f"{entry.model}-{kind}"
     work.mkdir(parents=True, exist_ok=True)
     source = rz.export(entry)
     inputs = rz.load_inputs(entry.model)
