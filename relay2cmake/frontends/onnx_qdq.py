@@ -45,27 +45,34 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     def per_tensor(parts: list[str]) -> bool:
         return constants[parts[1]].size == 1 and (not parts[2] or constants[parts[2]].size == 1)
 
-    replacements: dict[int, onnx.NodeProto] = {}
+    replacements: dict[int, list[onnx.NodeProto]] = {}
     removed: set[int] = set()
     index_of = {id(node): i for i, node in enumerate(graph.node)}
+    added: list[onnx.TensorProto] = []
     for node in graph.node:
-        if node.op_type not in ("Conv", "MatMul") or node.domain not in ("", "ai.onnx"):
-            continue
-        users = consumers.get(node.output[0], [])
-        if node.output[0] in outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear":
-            continue
-        quantize = users[0]
-        y_scale = quantize.input[1]
-        y_zero = quantize.input[2] if len(quantize.input) > 2 else ""
-        if y_scale not in constants or constants[y_scale].size != 1 or (y_zero and y_zero not in constants):
-            continue
-        if not y_zero or constants[y_zero].dtype not in (np.int8, np.uint8):
+        if node.op_type not in ("Conv", "MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
             continue
         x = dequantized(node.input[0], constant=False)
         w = dequantized(node.input[1], constant=True)
         if x is None or w is None or not per_tensor(x) or not x[2] or not w[2]:
             continue  # (the QLinear operators need both zero points: they carry the types)
         if constants[w[0]].dtype not in (np.int8, np.uint8):
+            continue
+        users = consumers.get(node.output[0], [])
+        quantize = users[0] if len(users) == 1 and node.output[0] not in outputs else None
+        if quantize is None or quantize.op_type != "QuantizeLinear":
+            # A float result (a transformer's projections, whose consumers take float): the
+            # product in integers all the same, scaled to float as ONNX Runtime's
+            # MatMulIntegerToFloat does; the weights stay 8-bit.
+            folded_nodes = _to_float_product(node, x, w, constants, added)
+            if folded_nodes:
+                replacements[index_of[id(node)]] = folded_nodes
+            continue
+        y_scale = quantize.input[1]
+        y_zero = quantize.input[2] if len(quantize.input) > 2 else ""
+        if y_scale not in constants or constants[y_scale].size != 1 or (y_zero and y_zero not in constants):
+            continue
+        if not y_zero or constants[y_zero].dtype not in (np.int8, np.uint8):
             continue
         if node.op_type == "Conv":
             if not per_tensor(w) and int(w[3]) != 0:  # per output channel: axis 0
@@ -78,22 +85,108 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
                 inputs.append(bias[0])
             folded = helper.make_node("QLinearConv", inputs, [quantize.output[0]], name=node.name)
             folded.attribute.extend(node.attribute)
-        else:
+        elif node.op_type == "MatMul":
             rank = constants[w[0]].ndim
             if rank != 2 or (not per_tensor(w) and int(w[3]) % rank != 1):  # per column: axis 1
                 continue
             inputs = [x[0], x[1], x[2], w[0], w[1], w[2], y_scale, y_zero]
             folded = helper.make_node("QLinearMatMul", inputs, [quantize.output[0]], name=node.name)
-        replacements[index_of[id(node)]] = folded
+        else:
+            gemm_bias = _gemm_bias(node, x, w, constants, dequantized)
+            if gemm_bias is None:
+                continue
+            inputs = [x[0], x[1], x[2], w[0], w[1], w[2], gemm_bias, y_scale, y_zero]
+            folded = _qgemm(inputs, quantize.output[0], node)
+        replacements[index_of[id(node)]] = [folded]
         removed.add(index_of[id(quantize)])
     if not replacements:
         return model, 0
     result = onnx.ModelProto()
     result.CopyFrom(model)
-    nodes = [replacements.get(i, node) for i, node in enumerate(model.graph.node) if i not in removed]
+    nodes = [
+        new
+        for i, node in enumerate(model.graph.node)
+        if i not in removed
+        for new in replacements.get(i, [node])
+    ]
     del result.graph.node[:]
     result.graph.node.extend(nodes)
+    result.graph.initializer.extend(added)
+    declared = any(o.domain == MICROSOFT for o in result.opset_import)
+    if any(n.domain == MICROSOFT for n in nodes) and not declared:
+        result.opset_import.append(helper.make_opsetid(MICROSOFT, 1))
     return result, len(replacements)
+
+
+MICROSOFT = "com.microsoft"
+
+
+def _gemm_attributes(node: onnx.NodeProto) -> dict[str, float]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _gemm_weights_fit(node: onnx.NodeProto, w: list[str], constants: _Constants) -> bool:
+    """A Gemm that ONNX Runtime's QGemm computes: 2-D weights, A not transposed, beta 1, and
+    per-tensor weights or per output column (axis 0 of transposed weights, 1 otherwise)."""
+    attributes = _gemm_attributes(node)
+    if constants[w[0]].ndim != 2 or attributes.get("transA", 0) or attributes.get("beta", 1.0) != 1.0:
+        return False
+    per_column = 0 if attributes.get("transB", 0) else 1
+    scale, zero = constants[w[1]], constants.get(w[2])
+    per_tensor = scale.size == 1 and (zero is None or zero.size == 1)
+    return per_tensor or int(w[3]) % 2 == per_column
+
+
+def _gemm_bias(node, x, w, constants: _Constants, dequantized) -> str | None:
+    """The int32 bias input of the QGemm a Gemm with a quantized result becomes ("" without
+    one), or None when the Gemm does not fit."""
+    if not _gemm_weights_fit(node, w, constants):
+        return None
+    if len(node.input) < 3 or not node.input[2]:
+        return ""
+    bias = dequantized(node.input[2], constant=True)
+    if bias is None or not _is_product_scale(constants, bias, x[1], w[1]):
+        return None
+    alpha = float(_gemm_attributes(node).get("alpha", 1.0))
+    return bias[0] if alpha == 1.0 else None  # QGemm adds C after alpha: on the product scale only at 1
+
+
+def _qgemm(inputs: list[str], output: str, node: onnx.NodeProto) -> onnx.NodeProto:
+    folded = helper.make_node("QGemm", inputs, [output], name=node.name, domain=MICROSOFT)
+    attributes = _gemm_attributes(node)
+    folded.attribute.extend(
+        [helper.make_attribute("transB", int(attributes.get("transB", 0))),
+         helper.make_attribute("alpha", float(attributes.get("alpha", 1.0)))]
+    )  # fmt: skip
+    return folded
+
+
+def _to_float_product(node, x, w, constants: _Constants, added: list) -> list[onnx.NodeProto] | None:
+    """A MatMul or Gemm of dequantized operands whose float result is used as it is: the
+    product in integers with a float result (Gemm: QGemm without an output scale; MatMul:
+    MatMulInteger, then times x_scale * w_scale in float32). None when it does not fit."""
+    if node.op_type == "Gemm":
+        if not _gemm_weights_fit(node, w, constants):
+            return None
+        bias = node.input[2] if len(node.input) > 2 else ""
+        return [_qgemm([x[0], x[1], x[2], w[0], w[1], w[2], bias], node.output[0], node)]
+    if node.op_type != "MatMul":
+        return None
+    weights, scale = constants[w[0]], constants[w[1]]
+    if weights.ndim != 2 or (scale.size != 1 and int(w[3]) % 2 != 1) or constants[x[1]].dtype != np.float32:
+        return None
+    zero = constants.get(w[2])
+    if zero is not None and zero.size != 1 and zero.size != weights.shape[1]:
+        return None
+    product = f"{node.output[0]}_r2c_scale"
+    scales = constants[x[1]].astype(np.float32).reshape(()) * scale.astype(np.float32).reshape(-1)
+    added.append(numpy_helper.from_array(scales.reshape(scale.shape).astype(np.float32), product))
+    accumulated, as_float = f"{node.output[0]}_r2c_int32", f"{node.output[0]}_r2c_float"
+    return [
+        helper.make_node("MatMulInteger", [x[0], w[0], x[2], w[2]], [accumulated], name=f"{node.name}_int"),
+        helper.make_node("Cast", [accumulated], [as_float], to=onnx.TensorProto.FLOAT),
+        helper.make_node("Mul", [as_float, product], [node.output[0]], name=node.name),
+    ]
 
 
 class _Constants:

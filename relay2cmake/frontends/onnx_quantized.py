@@ -97,6 +97,25 @@ class QLinearMatMul(OnnxOpConverter):
         return _requantized(accumulated, multiplier, y_zero, dtype)
 
 
+class MatMulInteger(OnnxOpConverter):
+    """(A - za)(B - zb) in int32; constant 8-bit B with a zero point of 0 stays 8-bit in the
+    package (TVM's converter widens it to int32 constants: four times the bytes)."""
+
+    @classmethod
+    def _impl_v10(cls, bb, inputs, attr, params):
+        a, b = inputs[0], inputs[1]
+        a_zero = inputs[2] if len(inputs) > 2 else None
+        b_zero = inputs[3] if len(inputs) > 3 else None
+        rank_a, rank_b = len(_static_shape(a)), len(_static_shape(b))
+        return bb.emit(
+            relax.op.matmul(
+                _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None),
+                _weights(bb, b, b_zero, params, rank_b - 1),
+                out_dtype="int32",
+            )
+        )
+
+
 def _int32_conv(bb, x, w, attr, params):
     """TVM's Conv (attributes, padding, groups) on int32 operands, accumulating in int32; 8-bit
     weights (``_weights``) in a 2-D convolution with explicit padding as conv2d's mixed-type
@@ -213,6 +232,7 @@ class QLinearConv(OnnxOpConverter):
 
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "ConvInteger": ConvInteger,
+    "MatMulInteger": MatMulInteger,
     "QLinearConv": QLinearConv,
     "QLinearMatMul": QLinearMatMul,
 }

@@ -43,10 +43,11 @@ def test_quantized_zoo_model_matches_onnxruntime(model, kind, tmp_path):
             assert output["equal"] >= 0.99, (index, output)
         else:
             assert output["max"] <= 1e-3 * max(output["reference_max"], 1.0), (index, output)
-    if kind != "dynamic":  # 8-bit weights stay 8-bit: about a quarter of the float model's
-        import onnx
-        from onnx import numpy_helper
+    # The weights as the quantized model holds them (8-bit stays 8-bit; a transformer's
+    # embeddings, which the quantizer leaves float, stay float), plus packing's padding.
+    import onnx
+    from onnx import numpy_helper
 
-        source = onnx.load(str(quantized.rz.export(entry)))
-        float_bytes = sum(numpy_helper.to_array(i).nbytes for i in source.graph.initializer)
-        assert result["weights_bytes"] < 0.3 * float_bytes, (result["weights_bytes"], float_bytes)
+    model = onnx.load(str(tmp_path / f"{model}-{kind}" / f"{kind}.onnx"))
+    stored = sum(numpy_helper.to_array(i).nbytes for i in model.graph.initializer)
+    assert result["weights_bytes"] <= 1.05 * stored + (64 << 10), (result["weights_bytes"], stored)
