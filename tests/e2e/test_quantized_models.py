@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import shutil
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from packaging_helpers import SAMPLE_APPS, WARNINGS, configure_build, ctest, run
+from packaging_helpers import SAMPLE_APPS, WARNINGS, cmake, configure_build, ctest, run
 
 from relay2cmake.commands.generate import GenerateOptions, generate
 from relay2cmake.commands.inspect import inspect_model
@@ -207,6 +208,36 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(tmp_path):
         difference = np.abs(got.astype(np.float64) - want)
         assert difference.max() <= quanta[name] * 1.0001, (name, difference.max())
         assert np.mean(difference == 0) >= 0.99, (name, np.mean(difference == 0))
+
+
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="needs gcc-arm-none-eabi")
+def test_quantized_cnn_links_into_cortex_m4f_firmware_with_8_bit_weights(tmp_path):
+    """The QDQ model in the bare-metal firmware sample (portable C kernels, MinSizeRel): it
+    links, its weights take the flash as 8-bit values (the image's text holds the weights
+    file's bytes plus code), and the report gives flash and RAM."""
+    model_path = _quantized("qdq", tmp_path)
+    package = tmp_path / "pkg"
+    generate(GenerateOptions(model=model_path, out=package, name="QFirm", self_check=False))
+    build = tmp_path / "build"
+    env = dict(os.environ, CFLAGS=WARNINGS)
+    toolchain = SAMPLE_APPS / "cross" / "cortex-m4f.cmake"
+    configure = [cmake(), "-S", SAMPLE_APPS / "firmware", "-B", build, "-G", "Ninja",
+                 "-DCMAKE_BUILD_TYPE=MinSizeRel", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
+                 f"-DMODEL_PACKAGE_DIR={package}", "-DMODEL_PREFIX=qfirm"]  # fmt: skip
+    run(configure, env=env)
+    run([cmake(), "--build", build], env=env)
+    sizes = run(["arm-none-eabi-size", build / "firmware.elf"]).stdout.splitlines()[1].split()
+    text, data, bss = (int(v) for v in sizes[:3])
+    metadata = json.loads((package / "metadata.json").read_text())
+    weights = metadata["memory"]["weight_bytes"]
+    floats = sum(
+        numpy_helper.to_array(i).nbytes for i in onnx.load(str(tmp_path / "float.onnx")).graph.initializer
+    )
+    assert weights < 0.35 * floats, (weights, floats)
+    assert weights < text < weights + 96 * 1024, f"code besides the weights: {text - weights} bytes"
+    print(
+        f"int8 firmware: flash {text + data} B (weights {weights} B; float32 {floats} B), RAM {data + bss} B"
+    )
 
 
 def test_per_channel_quantization_in_an_old_opset_says_how_to_fix_it(tmp_path):
