@@ -50,6 +50,12 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     index_of = {id(node): i for i, node in enumerate(graph.node)}
     added: list[onnx.TensorProto] = []
     for node in graph.node:
+        if node.op_type == "MaxPool" and node.domain in ("", "ai.onnx"):
+            kept = _pooled_in_place(node, consumers, outputs, dequantized, constants)
+            if kept is not None:
+                replacements[index_of[id(node)]] = [kept[0]]
+                removed.add(index_of[id(kept[1])])
+            continue
         if node.op_type not in ("Conv", "MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
             continue
         x = dequantized(node.input[0], constant=False)
@@ -119,6 +125,34 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
 
 
 MICROSOFT = "com.microsoft"
+
+
+def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constants):
+    """DequantizeLinear -> MaxPool -> QuantizeLinear on the same scale and zero point is a
+    MaxPool of the 8-bit tensor itself (dequantizing is increasing for a positive scale, and
+    requantizing a value it produced gives it back), as ONNX Runtime runs it: (the new
+    MaxPool, the QuantizeLinear it replaces), or None."""
+    users = consumers.get(node.output[0], [])
+    if len(node.output) != 1 or node.output[0] in outputs or len(users) != 1:
+        return None
+    quantize = users[0]
+    x = dequantized(node.input[0], constant=False)
+    if quantize.op_type != "QuantizeLinear" or x is None or not x[2] or len(quantize.input) < 3:
+        return None
+    scale, zero = quantize.input[1], quantize.input[2]
+    if scale not in constants or zero not in constants:
+        return None
+    same = [(x[1], scale), (x[2], zero)]
+    if any(constants[a].size != 1 or constants[a].dtype != constants[b].dtype for a, b in same):
+        return None
+    if (
+        not all(np.array_equal(constants[a], constants[b]) for a, b in same)
+        or constants[scale].reshape(()) <= 0
+    ):
+        return None
+    pooled = helper.make_node("MaxPool", [x[0]], [quantize.output[0]], name=node.name)
+    pooled.attribute.extend(node.attribute)
+    return pooled, quantize
 
 
 def _gemm_attributes(node: onnx.NodeProto) -> dict[str, float]:
