@@ -56,6 +56,12 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
                 replacements[index_of[id(node)]] = [kept[0]]
                 removed.add(index_of[id(kept[1])])
             continue
+        if node.op_type in ("Add", "Mul") and node.domain in ("", "ai.onnx"):
+            kept = _binary_in_integers(node, consumers, outputs, dequantized, constants)
+            if kept is not None:
+                replacements[index_of[id(node)]] = [kept[0]]
+                removed.add(index_of[id(kept[1])])
+            continue
         if node.op_type not in ("Conv", "MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
             continue
         x = dequantized(node.input[0], constant=False)
@@ -125,6 +131,34 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
 
 
 MICROSOFT = "com.microsoft"
+
+
+def _binary_in_integers(node, consumers, outputs, dequantized, constants: _Constants):
+    """DequantizeLinear(a), DequantizeLinear(b) -> Add or Mul -> QuantizeLinear, all per
+    tensor, is ONNX Runtime's QLinearAdd / QLinearMul (com.microsoft), which ONNX Runtime runs
+    in their place, rounding as they do: (the new node, the QuantizeLinear it replaces), or
+    None. (Computed from the operators, the result can differ at rounding ties, and the
+    dequantized tensors kept TVM's layout conversion from passing: a ResNet's residual adds
+    left transposes around them.)"""
+    users = consumers.get(node.output[0], [])
+    if node.output[0] in outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear":
+        return None
+    quantize = users[0]
+    a = dequantized(node.input[0], constant=False)
+    b = dequantized(node.input[1], constant=False)
+    if a is None or b is None or len(quantize.input) < 3 or not a[2] or not b[2]:
+        return None
+    scales = [a[1], a[2], b[1], b[2], quantize.input[1], quantize.input[2]]
+    if any(name not in constants or constants[name].size != 1 for name in scales):
+        return None
+    types = {constants[name].dtype for name in (a[2], b[2], quantize.input[2])}
+    if len(types) != 1 or types.pop() not in (np.int8, np.uint8):
+        return None
+    if any(constants[name].dtype != np.float32 for name in (a[1], b[1], quantize.input[1])):
+        return None
+    inputs = [a[0], a[1], a[2], b[0], b[1], b[2], quantize.input[1], quantize.input[2]]
+    name = "QLinearAdd" if node.op_type == "Add" else "QLinearMul"
+    return helper.make_node(name, inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT), quantize
 
 
 def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constants):
