@@ -147,8 +147,9 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
     the image is padded with its zero point (ONNX pads the centred values with zeros) and
     zx * sum(w) is a constant per output channel. int8 activations are moved to uint8 first
     (x + 128, zero point + 128). Exact in int32, as the centred form. None when the operands
-    do not allow it (weights or zero point not constant, weights not int8, groups, not 2-D,
-    auto_pad); the caller checks that the weights' zero point is 0 (``_weights``)."""
+    do not allow it (weights or zero point not constant, weights not int8, groups other than
+    1 or depthwise, not 2-D, auto_pad); the caller checks that the weights' zero point is 0
+    (``_weights``). Depthwise ones become uint8 x int8 too (widened as they multiply)."""
     weights = _constant_value(w, params)
     zero = _constant_value(x_zero, params) if x_zero is not None else np.zeros((), np.uint8)
     if (
@@ -158,10 +159,13 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
         or zero.size != 1
         or str(x.ty.dtype) not in ("uint8", "int8")
         or len(_static_shape(x)) != 4
-        or int(attr.get("group", 1)) != 1
+        or int(attr.get("group", 1)) not in (1, weights.shape[0])
         or _attr_text(attr.get("auto_pad"), "NOTSET") != "NOTSET"
     ):
         return None
+    groups = int(attr.get("group", 1))
+    if groups != 1 and (weights.shape[1] != 1 or _static_shape(x)[1] != groups):
+        return None  # grouped but not depthwise
     zero_point = int(zero.reshape(()))
     if str(x.ty.dtype) == "int8":
         x = bb.emit(
@@ -172,7 +176,7 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
     # Input channels in whole 4s, the dot product's width (an RGB image's 3: ResNet-18's first
     # layer took 42% of the model's time in the widening int32 kernel): the extra channels
     # meet zero weights.
-    extra = -weights.shape[1] % 4
+    extra = -weights.shape[1] % 4 if groups == 1 else 0
     if extra:
         weights = np.pad(weights, [(0, 0), (0, extra), (0, 0), (0, 0)])
         w = relax.const(weights)
@@ -188,6 +192,7 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
             strides=[int(v) for v in attr.get("strides", [1, 1])],
             padding=[top, left, bottom, right],
             dilation=[int(v) for v in attr.get("dilations", [1, 1])],
+            groups=groups,
             out_dtype="int32",
         )
     )

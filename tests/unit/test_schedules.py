@@ -1080,3 +1080,29 @@ def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, 
             window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
             want += window @ w[dy, dx].astype(np.int64)
     np.testing.assert_array_equal(result.numpy()[0], want)
+
+
+@pytest.mark.parametrize(("channels", "stride"), [(96, 1), (144, 2), (24, 1)])
+def test_uint8_depthwise_conv_is_scheduled_and_exact(channels, stride):
+    """A quantized MobileNet's depthwise convolutions: uint8 x int8 widened to int32 as they
+    multiply, the float32 depthwise schedule's vectors along the channels; NumPy's sums."""
+    from tvm import te
+
+    rng = np.random.default_rng(channels)
+    x = rng.integers(0, 256, (1, 14, 14, channels)).astype(np.uint8)
+    w = rng.integers(-128, 128, (3, 3, 1, channels)).astype(np.int8)
+    data = te.placeholder(x.shape, "uint8", name="data")
+    weight = te.placeholder(w.shape, "int8", name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [stride, stride], [1, 1, 1, 1], [1, 1], True, channels)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512)
+    assert scheduled is not None
+    assert channels == 24 or 16 in _vector_extents(scheduled), _vector_extents(scheduled)
+    result = call_kernel(scheduled, [x, w, np.zeros([int(d) for d in out.shape], np.int32)])
+    image = np.pad(x.astype(np.int64), [(0, 0), (1, 1), (1, 1), (0, 0)])
+    side = int(out.shape[1])
+    want = np.zeros((side, side, channels), np.int64)
+    for dy in range(3):
+        for dx in range(3):
+            window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
+            want += window * w[dy, dx, 0].astype(np.int64)
+    np.testing.assert_array_equal(result[0], want)

@@ -89,10 +89,15 @@ def _conv2d_nhwc(data, weight, strides, padding, dilation, depthwise: bool, chan
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     if depthwise:
+        integer = str(data.dtype) == "uint8"  # a quantized model's: uint8 x int8 in int32
+
+        def term(value, factor):
+            return value.astype("int32") * factor.astype("int32") if integer else value * factor
+
         return te.compute(
             shape,
             lambda n, y, x, c: te.sum(
-                padded[n, y * sh + ry * dh, x * sw + rx * dw, c] * weight[ry, rx, 0, c], axis=[ry, rx]
+                term(padded[n, y * sh + ry * dh, x * sw + rx * dw, c], weight[ry, rx, 0, c]), axis=[ry, rx]
             ),
             name=DEPTHWISE_BLOCK,
         )
@@ -266,6 +271,17 @@ def _kind(call) -> str | None:
         and weight[3] % PACK == 0
     ):
         return "uint8"
+    if (
+        layouts
+        and data is not None
+        and weight is not None
+        and (str(call.args[0].ty.dtype), str(call.args[1].ty.dtype)) == ("uint8", "int8")
+        and attrs.out_dtype == "int32"
+        and int(attrs.groups) == data[3]
+        and weight[2] == 1
+        and weight[3] == data[3]
+    ):
+        return "depthwise"  # widened to int32 as it multiplies
     if (
         data is None
         or weight is None
