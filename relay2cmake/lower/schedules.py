@@ -486,6 +486,7 @@ def _schedule_uint8_conv2d(sch, block, options: ScheduleOptions) -> None:
     outer = (n, y0, f0)
     sch.reorder(*outer, x0, ry, rx, rco, y1, x1, fv, f1, rci)
     sch.reverse_compute_at(write_back, x0)
+    _fold_column_cut(sch, write_back)  # padded output channels (conv2d_nhwc._uint8_conv2d_nhwc)
     sch.unroll(y1)
     sch.unroll(x1)
     sch.unroll(fv)

@@ -1032,6 +1032,13 @@ def test_a_large_pooling_window_stays_a_loop():
     assert scheduled is not None and "T.unroll" not in scheduled.script()
 
 
+def _aligned_int32(count: int, fill: int) -> np.ndarray:
+    """``count`` int32 values set to ``fill``, 64-byte aligned (TVM's buffers assume it)."""
+    raw = np.full(count + 16, fill, np.int32)
+    start = (-raw.ctypes.data % 64) // 4
+    return raw[start : start + count]
+
+
 def _host_has_vnni() -> bool:
     try:
         return "avx512_vnni" in open("/proc/cpuinfo").read().split()
@@ -1041,13 +1048,15 @@ def _host_has_vnni() -> bool:
 
 @pytest.mark.parametrize(
     ("size", "in_channels", "channels", "kernel", "stride", "dot"),
-    [(14, 64, 64, 3, 1, True), (7, 32, 48, 1, 1, True), (15, 4, 32, 7, 2, True), (14, 64, 64, 3, 1, False)],
-)
+    [(14, 64, 64, 3, 1, True), (7, 32, 48, 1, 1, True), (15, 4, 32, 7, 2, True), (14, 64, 64, 3, 1, False),
+     (14, 96, 24, 1, 1, True), (14, 96, 24, 1, 1, False)],
+)  # fmt: skip
 def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, kernel, stride, dot):
     """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
     with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs; without it widened int32
     vectors. Both equal NumPy's exact sums over the full range of both types (a 7x7 stride-2
-    layer over an RGB image's channels padded to 4, ResNet-18's first), and the VNNI one
+    layer over an RGB image's channels padded to 4, ResNet-18's first; MobileNet v2's 24 output
+    channels, computed as 32 and cut, writing nothing past the output), and the VNNI one
     holds the instruction."""
     import tvm
     from tvm import te
@@ -1060,7 +1069,7 @@ def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, 
     pad = kernel // 2
     data = te.placeholder(x.shape, "uint8", name="data")
     weight = te.placeholder(packed.shape, "int8", name="weight")
-    out = nhwc._uint8_conv2d_nhwc(data, weight, [stride, stride], [pad] * 4, [1, 1])
+    out = nhwc._uint8_conv2d_nhwc(data, weight, [stride, stride], [pad] * 4, [1, 1], channels)
     scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
     assert scheduled is not None
     target = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512vnni"] if dot else []}
@@ -1070,8 +1079,11 @@ def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, 
         assert "vpdpbusd" in library.inspect_source("asm")
     if dot and not _host_has_vnni():
         pytest.skip("this CPU has no AVX-512 VNNI to run the kernel on")
-    result = tvm.runtime.tensor(np.zeros([int(d) for d in out.shape], np.int32))
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), result)
+    count = int(np.prod([int(d) for d in out.shape]))
+    buffer = _aligned_int32(count + 64, 12345)
+    result = buffer[:count].reshape([int(d) for d in out.shape])
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(result))
+    assert np.all(buffer[count:] == 12345), "the kernel wrote past its output"
     image = np.pad(x.astype(np.int64), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
     side = int(out.shape[1])
     want = np.zeros((side, side, channels), np.int64)
@@ -1079,7 +1091,7 @@ def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, 
         for dx in range(kernel):
             window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
             want += window @ w[dy, dx].astype(np.int64)
-    np.testing.assert_array_equal(result.numpy()[0], want)
+    np.testing.assert_array_equal(result[0], want)
 
 
 @pytest.mark.parametrize(("channels", "stride"), [(96, 1), (144, 2), (24, 1)])

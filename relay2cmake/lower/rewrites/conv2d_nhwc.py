@@ -198,24 +198,27 @@ def _packed(weight, channels: int):
     return np.ascontiguousarray(blocks)
 
 
-def _uint8_conv2d_nhwc(data, weight, strides, padding, dilation):
+def _uint8_conv2d_nhwc(data, weight, strides, padding, dilation, channels: int | None = None):
     """A uint8 x int8 convolution (a quantized model's: the frontend's ``_uint8_conv``) with
     weights packed [O/16, kh, kw, I/4, 16, 4] (``_packed_int8``): the 4 input channels of 16
     output channels that one VNNI instruction takes are 64 contiguous bytes, against 4
     broadcast bytes of one pixel. Sums in int32. The image is padded with zeros, which is
-    exact: the frontend pads a nonzero zero point itself."""
+    exact: the frontend pads a nonzero zero point itself. Output channels that 16 does not
+    divide (MobileNet v2's 24) are computed in whole 16s, their weights zero, and a cut keeps
+    the real ``channels``."""
     from tvm import te
 
     blocks, kh, kw, quads, _, _ = (int(d) for d in weight.shape)
     sh, sw = (int(v) for v in strides)
     dh, dw = (int(v) for v in dilation)
+    channels = channels or blocks * PACK
     shape = _output_shape(data, kh, kw, strides, padding, dilation, blocks * PACK)
     padded = _padded(data, padding)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rco = te.reduce_axis((0, quads), name="rco")
     rci = te.reduce_axis((0, DOT_INPUTS), name="rci")
-    return te.compute(
+    product = te.compute(
         shape,
         lambda n, y, x, f: te.sum(
             padded[n, y * sh + ry * dh, x * sw + rx * dw, rco * DOT_INPUTS + rci].astype("int32")
@@ -224,12 +227,17 @@ def _uint8_conv2d_nhwc(data, weight, strides, padding, dilation):
         ),
         name=UINT8_BLOCK,
     )
+    if channels == blocks * PACK:
+        return product
+    return te.compute((*shape[:3], channels), lambda *index: product[index], name=COLUMNS_BLOCK)
 
 
 def _packed_int8(weight):
-    """HWIO int8 → [O/16, kh, kw, I/4, 16, 4] (``_uint8_conv2d_nhwc``)."""
+    """HWIO int8 → [O/16, kh, kw, I/4, 16, 4] (``_uint8_conv2d_nhwc``), output channels
+    zero-padded to whole 16s."""
     import numpy as np
 
+    weight = np.pad(weight, [(0, 0)] * 3 + [(0, -weight.shape[3] % PACK)])
     kh, kw, in_channels, out_channels = weight.shape
     quads = weight.reshape(kh, kw, in_channels // DOT_INPUTS, DOT_INPUTS, out_channels // PACK, PACK)
     return np.ascontiguousarray(quads.transpose(4, 0, 1, 2, 5, 3))
@@ -268,7 +276,7 @@ def _kind(call) -> str | None:
         and attrs.out_dtype == "int32"
         and int(attrs.groups) == 1
         and data[3] % DOT_INPUTS == 0
-        and weight[3] % PACK == 0
+        and weight[3] >= PACK
     ):
         return "uint8"
     if (
@@ -486,6 +494,7 @@ def convolutions_channels_last(
                     strides=list(call.attrs.strides),
                     padding=list(call.attrs.padding),
                     dilation=list(call.attrs.dilation),
+                    channels=static_shape(call.args[1])[3],
                     primfunc_name_hint="conv2d_nhwc_u8s8",
                 )
             if kind == "grouped":
