@@ -37,6 +37,10 @@ def test_quantized_zoo_model_matches_onnxruntime(model, kind, tmp_path):
     largest value."""
     entry, _ = quantized.MODELS[model]
     result = quantized.run_variant(entry, kind, bench=False, out=tmp_path)
+    # Optimised, not rebuilt plainly after failing its golden test (a dynamically quantized
+    # BERT did: an ulp off in its activations' scale, 26x slower than ONNX Runtime).
+    whole = [w for w in result["gen"]["warnings"] if "whole model" in w]
+    assert not whole, whole
     for index, output in enumerate(result["agreement"]["outputs"]):
         if output["unit"] == "quanta":
             assert output["max"] <= 1.0001, (index, output)
