@@ -15,51 +15,23 @@ checked against NumPy's exact int64 convolution.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # relay2cmake from this checkout
 
 SHAPES = [(56, 64), (28, 128), (14, 256), (7, 512)]  # (image side, channels in = out)
 KERNEL = 3
 TILE_PIXELS, TILE_BLOCKS = 7, 2  # register tile: pixels x 16-channel blocks
 
 
-def _vnni_intrinsic() -> str:
-    """uint8[4] . int8[16, 4] -> int32[16] with ``vpdpbusd`` (TVM's own registration calls it
-    with int32 vectors, which the LLVM TVM 0.27 ships no longer accepts: <64 x i8> now)."""
-    from tvm.s_tir import TensorIntrin
-    from tvm.s_tir.tensor_intrin import x86
-    from tvm.script import tirx as T
-
-    name = "bench_dot_16x4_vnni"
-
-    @T.prim_func(s_tir=True)
-    def vnni(
-        a: T.Buffer((4,), "uint8", offset_factor=1),
-        b: T.Buffer((16, 4), "int8", offset_factor=1),
-        c: T.Buffer((16,), "int32", offset_factor=1),
-    ) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:16], a[0:4], b[0:16, 0:4])
-            T.writes(c[0:16])
-            four = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")
-            c[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
-                c.vload([0], dtype="int32x16"),
-                T.reinterpret(T.broadcast(four, 16), dtype="int8x64"),
-                b.vload([0, 0], dtype="int8x64"),
-                dtype="int32x16",
-            )
-
-    try:
-        TensorIntrin.register(name, x86.dot_product_16x4_u8i8i32_desc, vnni)
-    except Exception:  # registered already (a second call in one process)
-        pass
-    return name
-
-
 def build(kind: str, side: int, channels: int):
     import tvm
     from tvm import s_tir, te
+
+    from relay2cmake.lower.int8_dot import vnni_intrinsic
 
     padded = side + KERNEL - 1
     ry, rx = te.reduce_axis((0, KERNEL), "ry"), te.reduce_axis((0, KERNEL), "rx")
@@ -102,7 +74,7 @@ def build(kind: str, side: int, channels: int):
     sch.unroll(f1)
     if kind == "vnni":
         init = sch.decompose_reduction(block, reduction[0])
-        sch.tensorize(fi, _vnni_intrinsic())
+        sch.tensorize(fi, vnni_intrinsic())
     else:
         if kind == "int32":
             sch.unroll(reduction[-1])

@@ -33,11 +33,15 @@ def vnni_intrinsic() -> str:
         with T.sblock("root"):
             T.reads(c[0:16], a[0:4], b[0:16, 0:4])
             T.writes(c[0:16])
-            four = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")  # one pixel's 4 channels
+            # One pixel's 4 channels in every lane. (Inline: bound to a name, TVMScript made it
+            # a 4-byte buffer, allocated as scratch in every parallel task, which made every
+            # such kernel serial.)
             c[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
                 T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
                 c.vload([0], dtype="int32x16"),
-                T.reinterpret(T.broadcast(four, 16), dtype="int8x64"),
+                T.reinterpret(
+                    T.broadcast(T.reinterpret(a.vload([0], "uint8x4"), dtype="int32"), 16), dtype="int8x64"
+                ),
                 b.vload([0, 0], dtype="int8x64"),
                 dtype="int32x16",
             )
