@@ -379,3 +379,47 @@ def test_transposed_convolutions_stay_in_their_layout(tmp_path, kernel, size):
     save_model(graph, tmp_path / "up.onnx")
     report = _generate(tmp_path / "up.onnx", tmp_path / "pkg")
     assert not [w for w in report.warnings if w.startswith("fallback:")], report.warnings
+
+
+def test_every_optional_rewrite_applies_to_a_plain_model(tmp_path):
+    """The other side of declining: a rewrite's own bug must not hide behind its fallback. A
+    model with what each optional rewrite takes (conv + batch norm, matmul weights, divisions
+    by a constant, erf, softmax) gets every one of them and no fallback line (fast-math once
+    declined on every model for a misnamed TVM class, reported by one warning)."""
+    from relay2cmake.frontends import import_model
+
+    rng = np.random.default_rng(5)
+
+    def const(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "g", "beta", "mean", "var"], ["n1"]),
+        helper.make_node("Relu", ["n1"], ["image_out"]),
+        helper.make_node("MatMul", ["t", "m"], ["h"]),
+        helper.make_node("Div", ["h", "three"], ["scaled"]),
+        helper.make_node("Erf", ["scaled"], ["e"]),
+        helper.make_node("Softmax", ["e"], ["tokens_out"], axis=-1),
+    ]
+    initializers = [
+        const("w1", 8, 3, 3, 3), const("g", 8), const("beta", 8), const("mean", 8),
+        numpy_helper.from_array(np.ones(8, np.float32), "var"), const("m", 64, 64),
+        numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [32, 64])],
+        [helper.make_tensor_value_info("image_out", TensorProto.FLOAT, [1, 8, 16, 16]),
+         helper.make_tensor_value_info("tokens_out", TensorProto.FLOAT, [32, 64])],
+        initializers,
+    )  # fmt: skip
+    path = tmp_path / "plain.onnx"
+    save_model(graph, path)
+    imported = import_model(path, {})
+    _, applied, fallbacks = lowering.rewrite_relax(imported.module)
+    assert not fallbacks, fallbacks
+    wanted = {"batch-norm-affine", "channels-last", "packed-matmul", "fast-math"}
+    assert wanted <= set(applied), applied
