@@ -12,7 +12,8 @@ gen → CMake Release build → ``<prefix>_cli``; its outputs are compared with 
 the zoo's inputs in units of the output's quantum (the scale of the DequantizeLinear that
 gives it; float outputs of dynamic quantization in float32 terms), and its latency is
 measured interleaved with ONNX Runtime's on the same model and with our float32 package
-(3 rounds, the median round kept; machines here are shared, so compare ratios in one row).
+(tools/real_zoo.py's rounds, the median kept; machines here are shared, so compare ratios
+in one row).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -158,36 +157,12 @@ def run_variant(entry: Entry, kind: str, bench: bool, out: Path = OUT) -> dict:
     feeds = rz.ort_feeds(session, inputs)
     result["agreement"] = agreement(ours, session.run(None, feeds), output_quanta(onnx.load(str(model_path))))
     result["weights_bytes"] = package_bytes(package)
-    if bench:
-        result["times"] = measure(cli, input_paths, work, model_path, feeds)
+    if bench:  # the zoo's interleaved rounds against ONNX Runtime on the same model
+        rz.bench(variant, model_path, cli, input_paths, inputs, work, result)
+        result["times"] = result.pop("bench")
     result["relay2cmake"] = result["gen"]["relay2cmake"]
     (work / "result.json").write_text(json.dumps(result, indent=1))
     return result
-
-
-def measure(cli: Path, input_paths: list[Path], work: Path, model_path: Path, feeds) -> dict:
-    """Our cli's --bench median and ONNX Runtime's, interleaved, 3 rounds, 1 and 2 threads."""
-    sessions = {t: rz.onnxruntime_session(model_path, t) for t in (1, 2)}
-    sessions[1].run(None, feeds)
-    start = time.perf_counter()
-    sessions[1].run(None, feeds)
-    repeats = int(min(50, max(5, 1.0 / max(time.perf_counter() - start, 1e-4))))
-    times: dict = {}
-    for threads in (1, 2):
-        ours, theirs = [], []
-        for _ in range(3):
-            flags = ("--bench", str(repeats), "--threads", str(threads))
-            text = rz.run_cli(cli, input_paths, work / "bench", *flags)
-            ours.append(float(re.search(r"median=([0-9.]+)", text).group(1)))
-            laps = []
-            for _ in range(repeats):
-                begin = time.perf_counter()
-                sessions[threads].run(None, feeds)
-                laps.append((time.perf_counter() - begin) * 1000)
-            theirs.append(statistics.median(laps))
-        times[f"ours_ms_t{threads}"] = statistics.median(ours)
-        times[f"ort_ms_t{threads}"] = statistics.median(theirs)
-    return times
 
 
 def write_report(results: list[dict], path: Path) -> None:

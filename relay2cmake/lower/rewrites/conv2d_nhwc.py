@@ -268,28 +268,13 @@ def _kind(call) -> str | None:
     attrs = call.attrs
     data, weight = batch_and_static_shape(call.args[0]), static_shape(call.args[1])
     layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) == ("NHWC", "HWIO", "NHWC")
-    if (
-        layouts
-        and data is not None
-        and weight is not None
-        and (str(call.args[0].ty.dtype), str(call.args[1].ty.dtype)) == ("uint8", "int8")
-        and attrs.out_dtype == "int32"
-        and int(attrs.groups) == 1
-        and data[3] % DOT_INPUTS == 0
-        and weight[3] >= PACK
-    ):
-        return "uint8"
-    if (
-        layouts
-        and data is not None
-        and weight is not None
-        and (str(call.args[0].ty.dtype), str(call.args[1].ty.dtype)) == ("uint8", "int8")
-        and attrs.out_dtype == "int32"
-        and int(attrs.groups) == data[3]
-        and weight[2] == 1
-        and weight[3] == data[3]
-    ):
-        return "depthwise"  # widened to int32 as it multiplies
+    dtypes = (str(call.args[0].ty.dtype), str(call.args[1].ty.dtype), str(attrs.out_dtype))
+    if layouts and data is not None and weight is not None and dtypes == ("uint8", "int8", "int32"):
+        if int(attrs.groups) == 1 and data[3] % DOT_INPUTS == 0 and weight[3] >= PACK:
+            return "uint8"
+        if int(attrs.groups) == data[3] and weight[2] == 1 and weight[3] == data[3]:
+            return "depthwise"  # widened to int32 as it multiplies
+        return None
     if (
         data is None
         or weight is None
