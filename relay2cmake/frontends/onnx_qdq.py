@@ -70,9 +70,8 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             continue  # (the QLinear operators need both zero points: they carry the types)
         if constants[w[0]].dtype not in (np.int8, np.uint8):
             continue
-        users = consumers.get(node.output[0], [])
-        quantize = users[0] if len(users) == 1 and node.output[0] not in outputs else None
-        if quantize is None or quantize.op_type != "QuantizeLinear":
+        quantize = _sole_quantize(node, consumers, outputs)
+        if quantize is None:
             # A float result (a transformer's projections, whose consumers take float): the
             # product in integers all the same, scaled to float as ONNX Runtime's
             # MatMulIntegerToFloat does; the weights stay 8-bit.
@@ -133,6 +132,15 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
 MICROSOFT = "com.microsoft"
 
 
+def _sole_quantize(node, consumers, outputs) -> onnx.NodeProto | None:
+    """The QuantizeLinear that is the only consumer of ``node``'s result (not a graph
+    output), or None."""
+    users = consumers.get(node.output[0], [])
+    if node.output[0] in outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear":
+        return None
+    return users[0]
+
+
 def _binary_in_integers(node, consumers, outputs, dequantized, constants: _Constants):
     """DequantizeLinear(a), DequantizeLinear(b) -> Add or Mul -> QuantizeLinear, all per
     tensor, is ONNX Runtime's QLinearAdd / QLinearMul (com.microsoft), which ONNX Runtime runs
@@ -140,10 +148,9 @@ def _binary_in_integers(node, consumers, outputs, dequantized, constants: _Const
     None. (Computed from the operators, the result can differ at rounding ties, and the
     dequantized tensors kept TVM's layout conversion from passing: a ResNet's residual adds
     left transposes around them.)"""
-    users = consumers.get(node.output[0], [])
-    if node.output[0] in outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear":
+    quantize = _sole_quantize(node, consumers, outputs)
+    if quantize is None:
         return None
-    quantize = users[0]
     a = dequantized(node.input[0], constant=False)
     b = dequantized(node.input[1], constant=False)
     if a is None or b is None or len(quantize.input) < 3 or not a[2] or not b[2]:
@@ -166,12 +173,9 @@ def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constant
     MaxPool of the 8-bit tensor itself (dequantizing is increasing for a positive scale, and
     requantizing a value it produced gives it back), as ONNX Runtime runs it: (the new
     MaxPool, the QuantizeLinear it replaces), or None."""
-    users = consumers.get(node.output[0], [])
-    if len(node.output) != 1 or node.output[0] in outputs or len(users) != 1:
-        return None
-    quantize = users[0]
+    quantize = _sole_quantize(node, consumers, outputs) if len(node.output) == 1 else None
     x = dequantized(node.input[0], constant=False)
-    if quantize.op_type != "QuantizeLinear" or x is None or not x[2] or len(quantize.input) < 3:
+    if quantize is None or x is None or not x[2] or len(quantize.input) < 3:
         return None
     scale, zero = quantize.input[1], quantize.input[2]
     if scale not in constants or zero not in constants:

@@ -53,14 +53,18 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
     value = relax.op.round(value)
     if zero_point is not None:
         value = relax.op.add(value, relax.op.astype(zero_point, "float32"))
-    limits = np.iinfo(np.dtype(dtype))
-    return relax.op.astype(relax.op.clip(value, float(limits.min), float(limits.max)), dtype)
+    return _clipped(value, dtype)
 
 
 def _saturated(value, dtype: str):
     """A float ``value`` rounded half to even and saturated to the integer ``dtype``."""
+    return _clipped(relax.op.round(value), dtype)
+
+
+def _clipped(value, dtype: str):
+    """An integer-valued float ``value`` saturated to the integer ``dtype``."""
     limits = np.iinfo(np.dtype(dtype))
-    return relax.op.astype(relax.op.clip(relax.op.round(value), float(limits.min), float(limits.max)), dtype)
+    return relax.op.astype(relax.op.clip(value, float(limits.min), float(limits.max)), dtype)
 
 
 def _multiplier(bb, *scales, view: list[int] | None = None):
@@ -204,18 +208,24 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
     return bb.emit(relax.op.subtract(accumulated, correction))
 
 
+def _integer_conv(bb, x, x_zero, w, w_zero, attr, params):
+    """The exact int32 convolution of ConvInteger and QLinearConv: uint8 x int8
+    (``_uint8_conv``) where the operands allow it, else of the centred values (padded after
+    the zero point is subtracted: ONNX pads with the zero point)."""
+    weights = _weights(bb, w, w_zero, params, 0)
+    accumulated = _uint8_conv(bb, x, x_zero, w, attr, params) if weights is w else None
+    if accumulated is None:
+        accumulated = _int32_conv(bb, _centred(bb, x, x_zero), weights, attr, params)
+    return accumulated
+
+
 class ConvInteger(OnnxOpConverter):
     @classmethod
     def _impl_v10(cls, bb, inputs, attr, params):
         x, w = inputs[0], inputs[1]
         x_zero = inputs[2] if len(inputs) > 2 else None
         w_zero = inputs[3] if len(inputs) > 3 else None
-        weights = _weights(bb, w, w_zero, params, 0)
-        accumulated = _uint8_conv(bb, x, x_zero, w, attr, params) if weights is w else None
-        # padding after the zero point is subtracted: ONNX pads with the zero point
-        if accumulated is None:
-            accumulated = _int32_conv(bb, _centred(bb, x, x_zero), weights, attr, params)
-        return accumulated
+        return _integer_conv(bb, x, x_zero, w, w_zero, attr, params)
 
 
 class QLinearConv(OnnxOpConverter):
@@ -223,10 +233,7 @@ class QLinearConv(OnnxOpConverter):
     def _impl_v10(cls, bb, inputs, attr, params):
         x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = inputs[:8]
         bias = inputs[8] if len(inputs) > 8 else None
-        weights = _weights(bb, w, w_zero, params, 0)
-        accumulated = _uint8_conv(bb, x, x_zero, w, attr, params) if weights is w else None
-        if accumulated is None:
-            accumulated = _int32_conv(bb, _centred(bb, x, x_zero), weights, attr, params)
+        accumulated = _integer_conv(bb, x, x_zero, w, w_zero, attr, params)
         rank = len(_static_shape(accumulated))
         channels = [1, -1] + [1] * (rank - 2)
         if bias is not None:
