@@ -3,6 +3,7 @@ speed against ONNX Runtime int8 and our own float32 package, side by side.
 
     .venv/bin/python benchmarks/quantized.py                 # every model, writes docs/quantized.md
     .venv/bin/python benchmarks/quantized.py --models resnet18 --no-bench
+    .venv/bin/python benchmarks/quantized.py --target x86_64:haswell --out docs/quantized-avx2.md
 
 Each zoo model (random weights, exported by tools/real_zoo.py) is quantized the ways a user
 would with ONNX Runtime's own tools: ``quantize_static`` in QDQ format (uint8 activations,
@@ -133,8 +134,8 @@ def package_bytes(source: Path) -> int:
     return int(json.loads((source / "metadata.json").read_text())["weights_file"]["bytes"])
 
 
-def run_variant(entry: Entry, kind: str, bench: bool, out: Path = OUT) -> dict:
-    work = out / f"{entry.model}-{kind}"
+def run_variant(entry: Entry, kind: str, bench: bool, target: str | None = None, out: Path = OUT) -> dict:
+    work = out / (f"{entry.model}-{kind}" + (f"-{target.replace(':', '-')}" if target else ""))
     work.mkdir(parents=True, exist_ok=True)
     source = rz.export(entry)
     inputs = rz.load_inputs(entry.model)
@@ -142,7 +143,7 @@ def run_variant(entry: Entry, kind: str, bench: bool, out: Path = OUT) -> dict:
     result: dict = {"model": entry.model, "kind": kind}
     variant = Entry(entry.model, f"{entry.exporter}-{kind}")
     start = time.perf_counter()
-    package = rz.generate(variant, model_path, inputs, work, result)
+    package = rz.generate(variant, model_path, inputs, work, result, ("--target", target) if target else ())
     build_dir = rz.build(package, work, result)
     result["gen_and_build_seconds"] = round(time.perf_counter() - start, 1)
     metadata = json.loads((package / "metadata.json").read_text())
@@ -165,14 +166,15 @@ def run_variant(entry: Entry, kind: str, bench: bool, out: Path = OUT) -> dict:
     return result
 
 
-def write_report(results: list[dict], path: Path) -> None:
+def write_report(results: list[dict], path: Path, target: str | None) -> None:
     floats = {r["model"]: r for r in results if r["kind"] == "float"}
     commits = sorted({r["relay2cmake"] for r in results})
     lines = [
         "# Quantized models",
         "",
         "Produced by `python benchmarks/quantized.py` "
-        f"({platform.machine()}, 2 cores shared with other work; relay2cmake {', '.join(commits)}).",
+        f"({platform.machine()}, 2 cores shared with other work; relay2cmake {', '.join(commits)}; "
+        f"kernel set: {target or 'the default, x86_64 with its AVX-512 twin'}).",
         "Zoo models (random weights) quantized with ONNX Runtime's tools: *qdq* = `quantize_static`",
         "QDQ, uint8 activations, int8 weights per channel; *qoperator* = `quantize_static` QOperator,",
         "per tensor; *dynamic* = `quantize_dynamic`. *max diff* is the largest difference from ONNX",
@@ -215,6 +217,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--no-bench", action="store_true", help="correctness only")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "quantized.md")
+    parser.add_argument("--target", help="one kernel set, as gen --target (x86_64:haswell: AVX2 only)")
     args = parser.parse_args()
     results = []
     for name in args.models:
@@ -222,13 +225,13 @@ def main() -> int:
         for kind in kinds:
             print(f"{name} {kind} ...", flush=True)
             try:
-                results.append(run_variant(entry, kind, not args.no_bench))
+                results.append(run_variant(entry, kind, not args.no_bench, args.target))
             except rz.StepError as exc:
                 error = f"{exc.stage}: {exc}"
                 results.append({"model": name, "kind": kind, "error": error, "relay2cmake": ""})
             print(f"  {json.dumps(results[-1].get('agreement', results[-1].get('error')))[:300]}", flush=True)
             print(f"  {results[-1].get('times', '')}", flush=True)
-    write_report(results, args.out)
+    write_report(results, args.out, args.target)
     print(f"wrote {args.out}")
     return 0
 

@@ -38,6 +38,16 @@ _VNNI_CPUS = {
     "sapphirerapids", "emeraldrapids", "graniterapids",
 }  # fmt: skip
 INT8_DOT_FEATURE = "avx512vnni"
+# AArch64 CPU levels (LLVM names) with ARMv8.6's int8 matrix multiply (``usdot``: uint8 x
+# int8 dot products), and further ones with ARMv8.2's dot product only (``sdot``, ``udot``).
+_I8MM_CPUS = {
+    "cortex-a510", "cortex-a520", "cortex-a710", "cortex-a715", "cortex-a720", "cortex-x2", "cortex-x3",
+    "cortex-x4", "neoverse-n2", "neoverse-v1", "neoverse-v2", "apple-m2", "apple-m3", "apple-m4",
+}  # fmt: skip
+_DOTPROD_CPUS = _I8MM_CPUS | {
+    "cortex-a55", "cortex-a65", "cortex-a75", "cortex-a76", "cortex-a76ae", "cortex-a77", "cortex-a78",
+    "cortex-a78c", "cortex-x1", "neoverse-n1", "neoverse-e1", "apple-m1",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,11 +96,21 @@ class KernelTarget:
         return 1
 
     @property
-    def int8_dot_product(self) -> bool:
-        """Whether the set may use AVX-512 VNNI for uint8 x int8 convolutions."""
-        return self.arch == "x86_64" and (
-            INT8_DOT_FEATURE in self.cpu_features or self.base_cpu in _VNNI_CPUS
-        )
+    def int8_dot_instruction(self) -> str:
+        """The integer dot product its uint8 x int8 convolutions use (lower/int8_dot.py):
+        AVX-512 VNNI where the CPU level has it, else AVX2's ``vpmaddwd`` (every x86 set);
+        AArch64's ``usdot`` (i8mm) or ``sdot`` (dotprod) where the CPU level or a ``+feature``
+        has it; "" (int32 vectors) for ARMv8.0 and the C set."""
+        features, cpu = self.cpu_features, self.base_cpu
+        if self.arch == "x86_64":
+            vnni = INT8_DOT_FEATURE in features or cpu in _VNNI_CPUS
+            return "vnni" if vnni and self.vector_lanes == 16 else "pmaddwd"
+        if self.arch == "aarch64":
+            if "i8mm" in features or cpu in _I8MM_CPUS:
+                return "usdot"
+            if "dotprod" in features or cpu in _DOTPROD_CPUS:
+                return "sdot"
+        return ""
 
     @property
     def x86_features(self) -> tuple[str, ...]:
@@ -99,6 +119,14 @@ class KernelTarget:
             return ()
         wide = ("avx512f", "avx512bw", "avx512dq", "avx512vl") if self.vector_lanes == 16 else ()
         return ("avx2", "fma", *wide, *self.cpu_features)
+
+    @property
+    def aarch64_hwcaps(self) -> tuple[tuple[str, int], ...]:
+        """(auxiliary vector entry, bit) that Linux sets where the CPU has the integer dot
+        product this AArch64 set uses: ``sdot`` HWCAP_ASIMDDP, ``usdot`` HWCAP2_I8MM."""
+        if self.arch != "aarch64":
+            return ()
+        return {"sdot": (("AT_HWCAP", 20),), "usdot": (("AT_HWCAP2", 13),)}.get(self.int8_dot_instruction, ())
 
     def wide_variant(self) -> KernelTarget | None:
         """The AVX-512 set that ships beside the default x86-64 set, chosen at run time on

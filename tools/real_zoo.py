@@ -280,10 +280,12 @@ def generator_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def generate(entry: Entry, path: Path, inputs: dict, work: Path, result: dict) -> Path:
+def generate(
+    entry: Entry, path: Path, inputs: dict, work: Path, result: dict, extra: tuple[str, ...] = ()
+) -> Path:
     source = work / "pkg"
     cmd = [sys.executable, "-m", "relay2cmake", "gen", path, "-o", source]
-    cmd += ["--name", package_name(entry), "--force", *gen_args(entry, path, inputs)]
+    cmd += ["--name", package_name(entry), "--force", *gen_args(entry, path, inputs), *extra]
     # Run outside the checkout: `python -m` puts the working directory first on sys.path.
     env = {**os.environ, "PYTHONPATH": str(generator_source())}
     start = time.perf_counter()

@@ -164,6 +164,9 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
   if (!__PREFIX___OBJECTS_CPU_SUPPORTED()) return __PREFIX___ERROR_UNSUPPORTED_CPU;
 #endif
+#if defined(__PREFIX___OBJECTS_AARCH64) && defined(__aarch64__) && defined(__linux__)
+  if (!__PREFIX___AARCH64_OBJECTS_CPU_SUPPORTED()) return __PREFIX___ERROR_UNSUPPORTED_CPU;
+#endif
 #ifdef __PREFIX___EXTERNAL_WEIGHTS
   if (__PREFIX___WEIGHTS_FILE_BYTES > 0 && __prefix___attached_weights == NULL) return __PREFIX___ERROR_WEIGHTS_NOT_LOADED;
 #endif

@@ -262,6 +262,7 @@ class PackageView:
     wide_kernel_set: str
     wide_cpu_check: str  # a C condition: the CPU runs the AVX-512 twin
     x86_cpu_check: str  # a C condition: the CPU runs the x86 object set
+    aarch64_cpu_check: str  # a C condition (Linux): the CPU has the AArch64 set's dot product
     all_dtypes: tuple[DtypeView, ...]
     inputs: tuple[TensorView, ...]
     outputs: tuple[TensorView, ...]
@@ -499,6 +500,12 @@ def build_view(
         or "0",
         x86_cpu_check=" && ".join(
             f'__builtin_cpu_supports("{feature}")' for t in object_targets for feature in t.x86_features
+        )
+        or "1",
+        aarch64_cpu_check=" && ".join(
+            f"(getauxval({entry}) & (1UL << {bit})) != 0"
+            for t in object_targets
+            for entry, bit in t.aarch64_hwcaps
         )
         or "1",
         all_dtypes=tuple(

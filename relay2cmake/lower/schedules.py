@@ -48,7 +48,9 @@ class ScheduleOptions:
     vector_lanes: int  # float32 lanes of one vector register: 4 (NEON), 8 (AVX2), 16 (AVX-512)
     vectorize: bool  # False for the C target, which cannot print vector types
     parallel: bool
-    int8_dot: bool = False  # AVX-512 VNNI: uint8 x int8 convolutions use vpdpbusd
+    # The integer dot product uint8 x int8 convolutions are tensorized with (int8_dot.py:
+    # "vnni", "pmaddwd", "sdot", "usdot"); "" widens to int32 vectors.
+    int8_dot: str = ""
 
     @classmethod
     def for_objects(cls, target: KernelTarget, parallel: bool = True) -> ScheduleOptions:
@@ -57,7 +59,7 @@ class ScheduleOptions:
             vector_lanes=target.vector_lanes,
             vectorize=True,
             parallel=parallel,
-            int8_dot=target.int8_dot_product,
+            int8_dot=target.int8_dot_instruction,
         )
 
 
@@ -379,15 +381,15 @@ RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduct
 
 
 def _pixel_tile(
-    height: int, width: int, vectors: int, lanes: int, ragged: bool = True
+    height: int, width: int, vectors: int, lanes: int, ragged: bool = True, budget: int | None = None
 ) -> tuple[int, int, int]:
     """(rows, columns, vectors of output channels) of a channels-last tile: at least 4 pixels
     where the image allows (each weight vector is reused once per pixel: fewer pixels stream
     the weights from L2), then the most accumulators within budget, then the fewest loads
     per multiply-add (one broadcast per pixel, one weight load per vector), then wider rows.
     Exact divisors, or (``ragged``, AVX2) a ragged last column tile where those leave too few
-    accumulators."""
-    budget = ACCUMULATORS.get(lanes, 12)
+    accumulators. ``budget``: accumulators, when one is not a register of ``lanes``."""
+    budget = budget or ACCUMULATORS.get(lanes, 12)
 
     def best_tile(column_choices) -> tuple | None:
         best = None
@@ -468,23 +470,41 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
 
 def _schedule_uint8_conv2d(sch, block, options: ScheduleOptions) -> None:
     """``_uint8_conv2d_nhwc``: a tile of pixels x 16-channel blocks as the float32 one, the
-    4 input channels of one dot product innermost. With VNNI each (pixel, block) of the tile
-    is one ``vpdpbusd`` per 4 input channels (4 broadcast image bytes against 64 weight
-    bytes): ResNet-18's 3x3 layers 4.0-4.4x float32's time, 13-15x the widening int32
-    kernel's (benchmarks/int8_conv.py, AVX-512, one thread). Without it the 4 products are
-    widened multiply-adds on 16 int32 lanes."""
-    from relay2cmake.lower.int8_dot import vnni_intrinsic
+    4 input channels of one dot product innermost, tensorized with the set's integer dot
+    product (``int8_dot``): each (pixel, block) of the tile is one ``vpdpbusd`` (VNNI), four
+    ``vpmaddwd`` (AVX2) or four ``sdot``/``usdot`` (AArch64) per 4 input channels. VNNI:
+    ResNet-18's 3x3 layers 4.0-4.4x float32's time, 13-15x the widening int32 kernel's
+    (benchmarks/int8_conv.py, AVX-512, one thread). Without one (the C set, ARMv8.0) the 4
+    products are widened multiply-adds on 16 int32 lanes."""
+    from relay2cmake.lower.int8_dot import PAIRWISE, int8_dot_intrinsic
 
+    pairwise = options.int8_dot in PAIRWISE
     n, y, x, f, ry, rx, rco, rci = sch.get_loops(block)
     vectors = _extent(sch, f) // PACK
-    rows, columns, tile_vectors = _pixel_tile(_extent(sch, y), _extent(sch, x), vectors, 16, ragged=False)
+    # (pixel, block)s in registers: each holds 16 int32 lanes, twice that with partial sums
+    lanes = options.vector_lanes
+    budget = (
+        ACCUMULATORS.get(lanes, 12) * lanes // (PACK * (2 if pairwise else 1)) if options.vectorize else None
+    )
+    rows, columns, tile_vectors = _pixel_tile(_extent(sch, y), _extent(sch, x), vectors, 16, False, budget)
     _parallel_padding(sch, block, options)
     write_back = _fold_epilogue(sch, block)
+    tiled, sums = block, None
+    if pairwise:
+        # inputs 0+1 and 2+3 summed apart (an extra axis of the tile), added in ``sums``
+        rch, rcl = sch.split(rci, [2, 2])
+        tiled, sums = sch.rfactor(rch, 4), block
+        n, y, x, f, ry, rx, rco, rch, rcl = sch.get_loops(tiled)
+        inner: tuple = (rch, rcl)
+    else:
+        inner = (rci,)
     y0, y1 = sch.split(y, [None, rows])
     x0, x1 = sch.split(x, [None, columns])
     f0, fv, f1 = sch.split(f, [None, tile_vectors, PACK])
     outer = (n, y0, f0)
-    sch.reorder(*outer, x0, ry, rx, rco, y1, x1, fv, f1, rci)
+    sch.reorder(*outer, x0, ry, rx, rco, y1, x1, fv, f1, *inner)
+    if sums is not None:
+        sch.reverse_compute_at(sums, x0)
     sch.reverse_compute_at(write_back, x0)
     _fold_column_cut(sch, write_back)  # padded output channels (conv2d_nhwc._uint8_conv2d_nhwc)
     sch.unroll(y1)
@@ -497,10 +517,15 @@ def _schedule_uint8_conv2d(sch, block, options: ScheduleOptions) -> None:
     sch.vectorize(sch.get_loops(write_back)[-1])
     if options.parallel:
         sch.parallel(sch.fuse(*outer))
-    init = sch.decompose_reduction(block, ry)
+    init = sch.decompose_reduction(tiled, ry)
     if options.int8_dot:  # after decompose_reduction: the intrinsic has no init
-        sch.tensorize(f1, vnni_intrinsic())
+        sch.tensorize(f1, int8_dot_intrinsic(options.int8_dot))
     sch.vectorize(sch.get_loops(init)[-1])
+    if sums is not None:  # under x0: the half, the tile's pixels, its channels
+        loops = sch.get_loops(sums)
+        half = loops[[sch.get(loop).same_as(sch.get(x0)) for loop in loops].index(True) + 1]
+        sch.vectorize(sch.get_loops(sch.decompose_reduction(sums, half))[-1])
+        sch.unroll(half)
 
 
 # A depthwise tile loads one input vector per multiply-add (nothing to broadcast), so it also

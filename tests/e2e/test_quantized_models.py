@@ -177,15 +177,24 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
     not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")),
     reason="needs gcc-aarch64-linux-gnu and qemu-user (tools/install_system_deps.sh)",
 )
-def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(tmp_path):
-    """The QDQ model's AArch64 objects (the uint8 x int8 convolutions as widened NEON vectors):
-    cross-built, its golden test and cli under qemu, every quantized output element within
-    a quantum of ONNX Runtime's (x86) and 99% equal, as on x86."""
+@pytest.mark.parametrize(
+    ("target", "instruction"),
+    [pytest.param("aarch64", None, marks=pytest.mark.slow), ("aarch64:cortex-a76", "sdot"),
+     ("aarch64:generic+i8mm", "usdot")],
+)  # fmt: skip
+def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruction, tmp_path):
+    """The QDQ model's AArch64 objects (the uint8 x int8 convolutions as widened NEON vectors
+    on ARMv8.0; with ``sdot`` where the CPU level has the dot product, ``usdot`` with i8mm):
+    cross-built, its golden test and cli under qemu (whose CPU has both), every quantized
+    output element within a quantum of ONNX Runtime's (x86) and 99% equal, as on x86."""
     import onnxruntime
 
     model_path = _quantized("qdq", tmp_path)
-    generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QArm", targets=("aarch64",)))
-    assert (tmp_path / "pkg" / "objects" / "aarch64" / "qarm_kernels.o").exists()
+    generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QArm", targets=(target,)))
+    objects = tmp_path / "pkg" / "objects" / "aarch64" / "qarm_kernels.o"
+    disassembly = run([shutil.which("aarch64-linux-gnu-objdump"), "-d", objects]).stdout
+    for dot in ("sdot", "usdot"):
+        assert (f"\t{dot}\t" in disassembly) == (dot == instruction), dot
     build = tmp_path / "build"
     toolchain = SAMPLE_APPS / "cross" / "aarch64-linux-gnu.cmake"
     configure_build(
@@ -199,6 +208,10 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(tmp_path):
         np.save(files[-1], array)
     run([shutil.which("qemu-aarch64"), "-L", "/usr/aarch64-linux-gnu", build / "qarm_cli", "--threads", "2",
          "--output-dir", tmp_path / "out", *files])  # fmt: skip
+    if instruction:  # on a CPU without it (Cortex-A53: ARMv8.0): an error, not SIGILL
+        qemu = [shutil.which("qemu-aarch64"), "-cpu", "cortex-a53", "-L", "/usr/aarch64-linux-gnu"]
+        older = run([*qemu, build / "qarm_cli", "--output-dir", tmp_path / "older", *files], check=False)
+        assert older.returncode != 0 and "lacks the instructions" in older.stderr, older
     model = onnx.load(str(model_path))
     session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in model.graph.output]

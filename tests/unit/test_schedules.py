@@ -1046,22 +1046,19 @@ def _host_has_vnni() -> bool:
         return False
 
 
-@pytest.mark.parametrize(
-    ("size", "in_channels", "channels", "kernel", "stride", "dot"),
-    [(14, 64, 64, 3, 1, True), (7, 32, 48, 1, 1, True), (15, 4, 32, 7, 2, True), (14, 64, 64, 3, 1, False),
-     (14, 96, 24, 1, 1, True), (14, 96, 24, 1, 1, False)],
-)  # fmt: skip
-def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, kernel, stride, dot):
-    """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
-    with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs; without it widened int32
-    vectors. Both equal NumPy's exact sums over the full range of both types (a 7x7 stride-2
-    layer over an RGB image's channels padded to 4, ResNet-18's first; MobileNet v2's 24 output
-    channels, computed as 32 and cut, writing nothing past the output), and the VNNI one
-    holds the instruction."""
-    import tvm
+# instruction → (LLVM target, an instruction of it the kernel must hold)
+DOT_TARGETS = {
+    "vnni": ({"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512vnni"]}, "vpdpbusd"),
+    "pmaddwd": ({"kind": "llvm", "mcpu": "x86-64-v3"}, "vpmaddwd"),
+    "": ({"kind": "llvm", "mcpu": "x86-64-v4"}, None),
+}
+
+
+def _uint8_conv(size, in_channels, channels, kernel, stride, options):
+    """A packed uint8 x int8 convolution scheduled with ``options``: (scheduled function,
+    image, packed weights, NumPy's exact int64 result)."""
     from tvm import te
 
-    options = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False, int8_dot=dot)
     rng = np.random.default_rng(size + channels)
     x = rng.integers(0, 256, (1, size, size, in_channels)).astype(np.uint8)
     w = rng.integers(-128, 128, (kernel, kernel, in_channels, channels)).astype(np.int8)
@@ -1072,26 +1069,65 @@ def test_uint8_conv_is_exact_with_and_without_vnni(size, in_channels, channels, 
     out = nhwc._uint8_conv2d_nhwc(data, weight, [stride, stride], [pad] * 4, [1, 1], channels)
     scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
     assert scheduled is not None
-    target = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512vnni"] if dot else []}
-    with build_context():
-        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
-    if dot:
-        assert "vpdpbusd" in library.inspect_source("asm")
-    if dot and not _host_has_vnni():
-        pytest.skip("this CPU has no AVX-512 VNNI to run the kernel on")
-    count = int(np.prod([int(d) for d in out.shape]))
-    buffer = _aligned_int32(count + 64, 12345)
-    result = buffer[:count].reshape([int(d) for d in out.shape])
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(result))
-    assert np.all(buffer[count:] == 12345), "the kernel wrote past its output"
     image = np.pad(x.astype(np.int64), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
     side = int(out.shape[1])
-    want = np.zeros((side, side, channels), np.int64)
+    want = np.zeros((1, side, side, channels), np.int64)
     for dy in range(kernel):
         for dx in range(kernel):
             window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
-            want += window @ w[dy, dx].astype(np.int64)
-    np.testing.assert_array_equal(result[0], want)
+            want[0] += window @ w[dy, dx].astype(np.int64)
+    return scheduled, x, packed, want
+
+
+@pytest.mark.parametrize(
+    ("size", "in_channels", "channels", "kernel", "stride", "dot"),
+    [(14, 64, 64, 3, 1, "vnni"), (7, 32, 48, 1, 1, "vnni"), (15, 4, 32, 7, 2, "vnni"),
+     (14, 64, 64, 3, 1, ""), (14, 96, 24, 1, 1, "vnni"), (14, 96, 24, 1, 1, ""), (14, 64, 64, 3, 1, "pmaddwd"),
+     (7, 32, 48, 1, 1, "pmaddwd"), (15, 4, 32, 7, 2, "pmaddwd"), (14, 96, 24, 1, 1, "pmaddwd")],
+)  # fmt: skip
+def test_uint8_conv_is_exact_with_each_dot_product(size, in_channels, channels, kernel, stride, dot):
+    """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
+    with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs; with AVX2 vpmaddwd on int16
+    (two partial sums per channel); without either widened int32 vectors. All equal NumPy's
+    exact sums over the full range of both types, where a saturating vpmaddubsw would not (a
+    7x7 stride-2 layer over an RGB image's channels padded to 4, ResNet-18's first;
+    MobileNet v2's 24 output channels, computed as 32 and cut, writing nothing past the
+    output), and hold their instruction."""
+    import tvm
+
+    lanes = 8 if dot == "pmaddwd" else 16
+    options = ScheduleOptions(vector_lanes=lanes, vectorize=True, parallel=True, int8_dot=dot)
+    scheduled, x, packed, want = _uint8_conv(size, in_channels, channels, kernel, stride, options)
+    target, instruction = DOT_TARGETS[dot]
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
+    if instruction:
+        assert instruction in library.inspect_source("asm")
+    if dot == "vnni" and not _host_has_vnni():
+        pytest.skip("this CPU has no AVX-512 VNNI to run the kernel on")
+    out_shape = want.shape
+    count = int(np.prod(out_shape))
+    buffer = _aligned_int32(count + 64, 12345)
+    result = buffer[:count].reshape(out_shape)
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(result))
+    assert np.all(buffer[count:] == 12345), "the kernel wrote past its output"
+    np.testing.assert_array_equal(result, want)
+
+
+@pytest.mark.parametrize("dot", ["sdot", "usdot"])
+def test_uint8_conv_uses_the_aarch64_dot_product(dot):
+    """AArch64's sets with ``dotprod`` or ``i8mm`` tensorize the uint8 x int8 convolution
+    with ``sdot`` (the image shifted to int8, 128 x sum(w) added back) or ``usdot``; the
+    AArch64 packages run them under qemu (tests/e2e/test_quantized_models.py)."""
+    import tvm
+
+    options = ScheduleOptions(vector_lanes=4, vectorize=True, parallel=False, int8_dot=dot)
+    scheduled, *_ = _uint8_conv(14, 64, 64, 3, 1, options)
+    feature = "+i8mm" if dot == "usdot" else "+dotprod"
+    target = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", feature]}
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
+    assert f"{dot}\t" in library.inspect_source("asm")
 
 
 @pytest.mark.parametrize(("channels", "stride"), [(96, 1), (144, 2), (24, 1)])

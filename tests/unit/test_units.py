@@ -773,3 +773,20 @@ def test_float16_reductions_accumulate_in_float32_and_round_once(op):
     executable = tvm.compile(rewritten, target="llvm")
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_array_equal(got, exact)
+
+
+@pytest.mark.parametrize(
+    ("label", "instruction", "hwcaps"),
+    [("x86_64", "pmaddwd", ()), ("x86_64:x86-64-v4+avx512vnni", "vnni", ()), ("x86_64:znver4", "vnni", ()),
+     ("x86_64:skylake-avx512", "pmaddwd", ()), ("aarch64", "", ()),
+     ("aarch64:cortex-a76", "sdot", (("AT_HWCAP", 20),)), ("aarch64:generic+dotprod", "sdot", (("AT_HWCAP", 20),)),
+     ("aarch64:neoverse-v1", "usdot", (("AT_HWCAP2", 13),)), ("c", "", ())],
+)  # fmt: skip
+def test_each_kernel_set_has_its_integer_dot_product(label, instruction, hwcaps):
+    """Which instruction a set's uint8 x int8 convolutions use (lower/int8_dot.py), and the
+    Linux HWCAP bit an AArch64 context checks before running it (else UNSUPPORTED_CPU)."""
+    from relay2cmake.targets import KernelTarget
+
+    target = KernelTarget.from_label(label)
+    assert target.int8_dot_instruction == instruction
+    assert target.aarch64_hwcaps == hwcaps
