@@ -779,7 +779,8 @@ def test_float16_reductions_accumulate_in_float32_and_round_once(op):
     ("label", "instruction", "hwcaps"),
     [("x86_64", "pmaddwd", ()), ("x86_64:x86-64-v4+avx512vnni", "vnni", ()), ("x86_64:znver4", "vnni", ()),
      ("x86_64:skylake-avx512", "pmaddwd", ()), ("aarch64", "", ()),
-     ("aarch64:cortex-a76", "sdot", (("AT_HWCAP", 20),)), ("aarch64:generic+dotprod", "sdot", (("AT_HWCAP", 20),)),
+     ("aarch64:cortex-a76", "sdot", (("AT_HWCAP", 20),)),
+     ("aarch64:generic+dotprod", "sdot", (("AT_HWCAP", 20),)),
      ("aarch64:neoverse-v1", "usdot", (("AT_HWCAP2", 13),)), ("c", "", ())],
 )  # fmt: skip
 def test_each_kernel_set_has_its_integer_dot_product(label, instruction, hwcaps):
