@@ -1083,7 +1083,8 @@ def _uint8_conv(size, in_channels, channels, kernel, stride, options):
     ("size", "in_channels", "channels", "kernel", "stride", "dot"),
     [(14, 64, 64, 3, 1, "vnni"), (7, 32, 48, 1, 1, "vnni"), (15, 4, 32, 7, 2, "vnni"),
      (14, 64, 64, 3, 1, ""), (14, 96, 24, 1, 1, "vnni"), (14, 96, 24, 1, 1, ""),
-     (14, 64, 64, 3, 1, "pmaddwd"), (7, 32, 48, 1, 1, "pmaddwd"), (15, 4, 32, 7, 2, "pmaddwd"), (14, 96, 24, 1, 1, "pmaddwd")],
+     (14, 64, 64, 3, 1, "pmaddwd"), (7, 32, 48, 1, 1, "pmaddwd"), (15, 4, 32, 7, 2, "pmaddwd"),
+     (14, 96, 24, 1, 1, "pmaddwd")],
 )  # fmt: skip
 def test_uint8_conv_is_exact_with_each_dot_product(size, in_channels, channels, kernel, stride, dot):
     """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
