@@ -14,7 +14,13 @@ from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
 from relay2cmake.frontends.onnx_converter_support import _static_shape
-from relay2cmake.frontends.onnx_quantized import _centred, _multiplier, _requantized, _saturated, _weights
+from relay2cmake.frontends.onnx_quantized import (
+    _centred,
+    _integer_matmul,
+    _multiplier,
+    _requantized,
+    _saturated,
+)
 
 DOMAIN = "com.microsoft"
 
@@ -90,13 +96,9 @@ class QGemm(OnnxOpConverter):
         bias = inputs[6] if len(inputs) > 6 else None
         y_scale = inputs[7] if len(inputs) > 7 else None
         y_zero = inputs[8] if len(inputs) > 8 else None
-        centred_a = _centred(bb, a, a_zero)
-        centred_b = _weights(bb, b, b_zero, params, 0 if int(attr.get("transB", 0)) else 1)
         if int(attr.get("transA", 0)):
-            centred_a = bb.emit(relax.op.permute_dims(centred_a, [1, 0]))
-        if int(attr.get("transB", 0)):
-            centred_b = bb.emit(relax.op.permute_dims(centred_b, [1, 0]))
-        accumulated = bb.emit(relax.op.matmul(centred_a, centred_b, out_dtype="int32"))
+            a = bb.emit(relax.op.permute_dims(a, [1, 0]))
+        accumulated = _integer_matmul(bb, a, a_zero, b, b_zero, params, bool(int(attr.get("transB", 0))))
         alpha = relax.const(np.float32(float(attr.get("alpha", 1.0))), "float32")
         if y_scale is None:  # float output: the bias is float then
             value = relax.op.multiply(

@@ -83,15 +83,8 @@ class QLinearMatMul(OnnxOpConverter):
     @classmethod
     def _impl_v10(cls, bb, inputs, attr, params):
         a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = inputs
-        rank_a, rank_b = len(_static_shape(a)), len(_static_shape(b))
         # per-row zero points of a (its rows: axis -2), per-column of b (axis -1)
-        accumulated = bb.emit(
-            relax.op.matmul(
-                _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None),
-                _weights(bb, b, b_zero, params, rank_b - 1),
-                out_dtype="int32",
-            )
-        )
+        accumulated = _integer_matmul(bb, a, a_zero, b, b_zero, params)
         rank = len(_static_shape(accumulated))
         if len(_static_shape(a_scale)) == 1 and _static_shape(a_scale)[0] > 1 and rank >= 2:
             rows = [1] * rank  # a per-row scale of a: along the result's rows (b's broadcast)
@@ -111,14 +104,7 @@ class MatMulInteger(OnnxOpConverter):
         a, b = inputs[0], inputs[1]
         a_zero = inputs[2] if len(inputs) > 2 else None
         b_zero = inputs[3] if len(inputs) > 3 else None
-        rank_a, rank_b = len(_static_shape(a)), len(_static_shape(b))
-        return bb.emit(
-            relax.op.matmul(
-                _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None),
-                _weights(bb, b, b_zero, params, rank_b - 1),
-                out_dtype="int32",
-            )
-        )
+        return _integer_matmul(bb, a, a_zero, b, b_zero, params)
 
 
 def _int32_conv(bb, x, w, attr, params):
@@ -143,6 +129,79 @@ def _int32_conv(bb, x, w, attr, params):
             out_dtype="int32",
         )
     )
+
+
+def _as_uint8(bb, x, zero_point: int):
+    """(uint8 activations, their zero point): int8 ones moved up by 128, exactly."""
+    if str(x.ty.dtype) != "int8":
+        return x, zero_point
+    shifted = relax.op.add(relax.op.astype(x, "int16"), relax.const(128, "int16"))
+    return bb.emit(relax.op.astype(shifted, "uint8")), zero_point + 128
+
+
+def _uint8_matmul(bb, a, a_zero, b, params, transpose_b: bool = False):
+    """A product of 8-bit activations [..., M, K] with constant int8 weights [K, N] (zero
+    point 0) as a 1x1 uint8 x int8 convolution over an image of M pixels, channels-last
+    (``_uint8_conv``'s form, which the integer dot-product kernels take: a BERT's products
+    ran as widened int32 matmuls, slower than its float32 package), K padded to 4s with zero
+    weights and zx * sum(w) subtracted per column. None where the operands do not allow it
+    (shapes not static, a per-row zero point, fewer than 16 columns)."""
+    weights = _constant_value(b, params)
+    zero = _constant_value(a_zero, params) if a_zero is not None else np.zeros((), np.uint8)
+    shape = _static_shape(a)
+    if (
+        weights is None
+        or weights.dtype != np.int8
+        or weights.ndim != 2
+        or zero is None
+        or zero.size != 1
+        or str(a.ty.dtype) not in ("uint8", "int8")
+        or shape is None
+        or len(shape) < 2
+        or not all(isinstance(d, int) for d in shape)
+    ):
+        return None
+    weights = weights.T if transpose_b else weights
+    depth, columns = weights.shape
+    if columns < 16 or shape[-1] != depth:
+        return None
+    a, zero_point = _as_uint8(bb, a, int(zero.reshape(())))
+    extra = -depth % 4
+    rows = int(np.prod(shape[:-1]))
+    image = bb.emit(relax.op.reshape(a, [1, 1, rows, depth]))
+    if extra:
+        image = bb.emit(relax.op.nn.pad(image, [0, 0, 0, 0, 0, 0, 0, extra], pad_value=0.0))
+    kernel = np.pad(weights, [(0, extra), (0, 0)]).reshape(1, 1, depth + extra, columns)
+    product = bb.emit(
+        relax.op.nn.conv2d(
+            image,
+            relax.const(kernel),
+            data_layout="NHWC",
+            kernel_layout="HWIO",
+            out_layout="NHWC",
+            out_dtype="int32",
+        )
+    )
+    product = bb.emit(relax.op.reshape(product, [*shape[:-1], columns]))
+    if not zero_point:
+        return product
+    sums = weights.astype(np.int64).sum(axis=0) * zero_point
+    return bb.emit(relax.op.subtract(product, relax.const(sums.astype(np.int32))))
+
+
+def _integer_matmul(bb, a, a_zero, b, b_zero, params, transpose_b: bool = False):
+    """The exact int32 product of MatMulInteger, QLinearMatMul and QGemm: uint8 x int8
+    (``_uint8_matmul``) where the operands allow it, else of the centred values."""
+    rank_a, rank_b = len(_static_shape(a)), len(_static_shape(b))
+    weights = _weights(bb, b, b_zero, params, (0 if transpose_b else rank_b - 1))
+    if weights is b:
+        product = _uint8_matmul(bb, a, a_zero, b, params, transpose_b)
+        if product is not None:
+            return product
+    if transpose_b:
+        weights = bb.emit(relax.op.permute_dims(weights, [1, 0]))
+    centred = _centred(bb, a, a_zero, rank_a - 2 if rank_a >= 2 else None)
+    return bb.emit(relax.op.matmul(centred, weights, out_dtype="int32"))
 
 
 def _uint8_conv(bb, x, x_zero, w, attr, params):
@@ -171,12 +230,7 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
     groups = int(attr.get("group", 1))
     if groups != 1 and (weights.shape[1] != 1 or _static_shape(x)[1] != groups):
         return None  # grouped but not depthwise
-    zero_point = int(zero.reshape(()))
-    if str(x.ty.dtype) == "int8":
-        x = bb.emit(
-            relax.op.astype(relax.op.add(relax.op.astype(x, "int16"), relax.const(128, "int16")), "uint8")
-        )
-        zero_point += 128
+    x, zero_point = _as_uint8(bb, x, int(zero.reshape(())))
     top, left, bottom, right = (int(v) for v in attr.get("pads", [0, 0, 0, 0]))
     # Input channels in whole 4s, the dot product's width (an RGB image's 3: ResNet-18's first
     # layer took 42% of the model's time in the widening int32 kernel): the extra channels
