@@ -144,17 +144,20 @@ def _uint8_matmul(bb, a, a_zero, b, params, transpose_b: bool = False):
     point 0) as a 1x1 uint8 x int8 convolution over an image of M pixels, channels-last
     (``_uint8_conv``'s form, which the integer dot-product kernels take: a BERT's products
     ran as widened int32 matmuls, slower than its float32 package), K padded to 4s with zero
-    weights and zx * sum(w) subtracted per column. None where the operands do not allow it
-    (shapes not static, a per-row zero point, fewer than 16 columns)."""
+    weights and zx * sum(w) subtracted per column (zx may be computed at run time: dynamic
+    quantization). None where the operands do not allow it (shapes not static, a per-row
+    zero point, fewer than 16 columns)."""
     weights = _constant_value(b, params)
     zero = _constant_value(a_zero, params) if a_zero is not None else np.zeros((), np.uint8)
+    # dynamic quantization's zero point is computed at run time: one value, of uint8 data
+    dynamic = zero is None and str(a.ty.dtype) == "uint8" and int(np.prod(_static_shape(a_zero) or [1])) == 1
     shape = _static_shape(a)
     if (
         weights is None
         or weights.dtype != np.int8
         or weights.ndim != 2
-        or zero is None
-        or zero.size != 1
+        or (zero is None and not dynamic)
+        or (zero is not None and zero.size != 1)
         or str(a.ty.dtype) not in ("uint8", "int8")
         or shape is None
         or len(shape) < 2
@@ -165,7 +168,7 @@ def _uint8_matmul(bb, a, a_zero, b, params, transpose_b: bool = False):
     depth, columns = weights.shape
     if columns < 16 or shape[-1] != depth:
         return None
-    a, zero_point = _as_uint8(bb, a, int(zero.reshape(())))
+    a, zero_point = _as_uint8(bb, a, int(zero.reshape(())) if zero is not None else 0)
     extra = -depth % 4
     rows = int(np.prod(shape[:-1]))
     image = bb.emit(relax.op.reshape(a, [1, 1, rows, depth]))
@@ -183,10 +186,14 @@ def _uint8_matmul(bb, a, a_zero, b, params, transpose_b: bool = False):
         )
     )
     product = bb.emit(relax.op.reshape(product, [*shape[:-1], columns]))
+    sums = weights.astype(np.int64).sum(axis=0)
+    if dynamic:
+        zero_term = relax.op.reshape(relax.op.astype(a_zero, "int32"), [])
+        correction = relax.op.multiply(zero_term, relax.const(sums.astype(np.int32)))
+        return bb.emit(relax.op.subtract(product, correction))
     if not zero_point:
         return product
-    sums = weights.astype(np.int64).sum(axis=0) * zero_point
-    return bb.emit(relax.op.subtract(product, relax.const(sums.astype(np.int32))))
+    return bb.emit(relax.op.subtract(product, relax.const((sums * zero_point).astype(np.int32))))
 
 
 def _integer_matmul(bb, a, a_zero, b, b_zero, params, transpose_b: bool = False):
