@@ -111,6 +111,16 @@ def _descriptions() -> dict:
                     dtype="int32x8",
                 )
 
+    def neon_dot(instruction: str, accumulated, image, b, j):
+        """4 lanes of ``instruction`` (``sdot``, ``usdot``): output channels 4j..4j+3."""
+        return T.call_llvm_pure_intrin(
+            T.llvm_lookup_intrinsic_id(f"llvm.aarch64.neon.{instruction}.v4i32.v16i8"),
+            accumulated,
+            image,
+            b.vload([j * 4, 0], dtype="int8x16"),
+            dtype="int32x4",
+        )
+
     @T.prim_func(s_tir=True)
     def sdot(
         a: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
@@ -122,19 +132,13 @@ def _descriptions() -> dict:
             T.writes(c[0:16])
             # sum(x w) = sum((x - 128) w) - sum(-128 w): x ^ 0x80 is x - 128 as int8
             for j in T.unroll(4):
-                c[T.ramp(j * 4, 1, 4)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.sdot.v4i32.v16i8"),
+                c[T.ramp(j * 4, 1, 4)] = neon_dot(
+                    "sdot",
                     c.vload([j * 4], dtype="int32x4"),
                     T.bitwise_xor(pixel_bytes(a, 4, "int8x16"), T.broadcast(T.int8(-128), 16)),
-                    b.vload([j * 4, 0], dtype="int8x16"),
-                    dtype="int32x4",
-                ) - T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.sdot.v4i32.v16i8"),
-                    T.broadcast(T.int32(0), 4),
-                    T.broadcast(T.int8(-128), 16),
-                    b.vload([j * 4, 0], dtype="int8x16"),
-                    dtype="int32x4",
-                )
+                    b,
+                    j,
+                ) - neon_dot("sdot", T.broadcast(T.int32(0), 4), T.broadcast(T.int8(-128), 16), b, j)
 
     @T.prim_func(s_tir=True)
     def usdot(
@@ -146,12 +150,8 @@ def _descriptions() -> dict:
             T.reads(c[0:16], a[0:4], b[0:16, 0:4])
             T.writes(c[0:16])
             for j in T.unroll(4):
-                c[T.ramp(j * 4, 1, 4)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.usdot.v4i32.v16i8"),
-                    c.vload([j * 4], dtype="int32x4"),
-                    pixel_bytes(a, 4, "uint8x16"),
-                    b.vload([j * 4, 0], dtype="int8x16"),
-                    dtype="int32x4",
+                c[T.ramp(j * 4, 1, 4)] = neon_dot(
+                    "usdot", c.vload([j * 4], dtype="int32x4"), pixel_bytes(a, 4, "uint8x16"), b, j
                 )
 
     four = x86.dot_product_16x4_u8i8i32_desc
