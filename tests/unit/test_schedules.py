@@ -1155,3 +1155,24 @@ def test_uint8_depthwise_conv_is_scheduled_and_exact(channels, stride):
             window = image[0, dy : dy + stride * side : stride, dx : dx + stride * side : stride]
             want += window * w[dy, dx, 0].astype(np.int64)
     np.testing.assert_array_equal(result[0], want)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "sum"])
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_whole_tensor_reduction_is_vectorized_and_exact(reduce, nan):
+    """Dynamic quantization's minimum and maximum of a whole activation (a BERT's [1, 128,
+    768]): partial results in vectors, then combined; the same maximum and minimum as NumPy
+    (NaN propagated: ONNX's ReduceMax of NaN is NaN), the sum within float32 rounding."""
+    from tvm import te, topi
+
+    x = np.random.default_rng(1).standard_normal((1, 128, 768)).astype(np.float32)
+    x[0, 77, 5] = 9.0 if reduce != "min" else -9.0
+    if nan:
+        x[0, 100, 700] = np.nan
+    data = te.placeholder(x.shape, name="x")
+    func = te.create_prim_func([data, getattr(topi, reduce)(data)])
+    scheduled = schedule_function(func, AVX512)
+    assert scheduled is not None and "T.vectorized" in scheduled.script()
+    got = call_kernel(scheduled, [x, np.zeros((), np.float32)])
+    want = getattr(np, reduce)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
