@@ -843,7 +843,11 @@ def _schedule_whole_reduction(sch, options: ScheduleOptions) -> bool:
             pass
     elements = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     width = options.vector_lanes * WHOLE_REDUCTION_VECTORS
-    width = width if _extent(sch, elements) % width == 0 else _divisor(_extent(sch, elements), options.vector_lanes)
+    width = (
+        width
+        if _extent(sch, elements) % width == 0
+        else _divisor(_extent(sch, elements), options.vector_lanes)
+    )
     if width < 4:
         return False
     _, lanes = sch.split(elements, [None, width])
