@@ -167,6 +167,9 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
   if (!AWKWARDNAMES_OBJECTS_CPU_SUPPORTED()) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
 #endif
+#if defined(AWKWARDNAMES_OBJECTS_AARCH64) && defined(__aarch64__) && defined(__linux__)
+  if (!AWKWARDNAMES_AARCH64_OBJECTS_CPU_SUPPORTED()) return AWKWARDNAMES_ERROR_UNSUPPORTED_CPU;
+#endif
 #ifdef AWKWARDNAMES_EXTERNAL_WEIGHTS
   if (AWKWARDNAMES_WEIGHTS_FILE_BYTES > 0 && awkwardnames_attached_weights == NULL) return AWKWARDNAMES_ERROR_WEIGHTS_NOT_LOADED;
 #endif

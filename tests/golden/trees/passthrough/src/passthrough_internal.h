@@ -32,6 +32,11 @@
 #define PASSTHROUGH_WIDE_CPU_SUPPORTED() (0)
 /* The x86 object set needs these CPU features; checked when a context is made. */
 #define PASSTHROUGH_OBJECTS_CPU_SUPPORTED() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+/* The AArch64 object set's integer dot product (Linux reports it in the auxiliary vector). */
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#define PASSTHROUGH_AARCH64_OBJECTS_CPU_SUPPORTED() (1)
+#endif
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define PASSTHROUGH_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct passthrough_context), a multiple of 64; the arena follows it. */

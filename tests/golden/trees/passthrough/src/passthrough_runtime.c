@@ -167,6 +167,9 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
   /* The x86-64 objects use vector instructions this CPU may lack: an error, not SIGILL. */
   if (!PASSTHROUGH_OBJECTS_CPU_SUPPORTED()) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
 #endif
+#if defined(PASSTHROUGH_OBJECTS_AARCH64) && defined(__aarch64__) && defined(__linux__)
+  if (!PASSTHROUGH_AARCH64_OBJECTS_CPU_SUPPORTED()) return PASSTHROUGH_ERROR_UNSUPPORTED_CPU;
+#endif
 #ifdef PASSTHROUGH_EXTERNAL_WEIGHTS
   if (PASSTHROUGH_WEIGHTS_FILE_BYTES > 0 && passthrough_attached_weights == NULL) return PASSTHROUGH_ERROR_WEIGHTS_NOT_LOADED;
 #endif
