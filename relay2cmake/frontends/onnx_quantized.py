@@ -211,7 +211,7 @@ def _integer_matmul(bb, a, a_zero, b, b_zero, params, transpose_b: bool = False)
     return bb.emit(relax.op.matmul(centred, weights, out_dtype="int32"))
 
 
-def _uint8_conv(bb, x, x_zero, w, attr, params):
+def _uint8_conv(bb, x, x_zero, w, attr, params, bias=None):
     """The convolution of 8-bit activations with constant int8 weights as a uint8 x int8 one,
     the form integer dot-product instructions take (AVX-512 VNNI's ``vpdpbusd``: four such
     products summed into each int32 lane): sum((x - zx) * w) = sum(x * w) - zx * sum(w), where
@@ -220,7 +220,9 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
     (x + 128, zero point + 128). Exact in int32, as the centred form. None when the operands
     do not allow it (weights or zero point not constant, weights not int8, groups other than
     1 or depthwise, not 2-D, auto_pad); the caller checks that the weights' zero point is 0
-    (``_weights``). Depthwise ones become uint8 x int8 too (widened as they multiply)."""
+    (``_weights``). Depthwise ones become uint8 x int8 too (widened as they multiply). A
+    constant int32 ``bias`` joins zx * sum(w) in one addition (one operation fewer per
+    element of the requantizing epilogue)."""
     weights = _constant_value(w, params)
     zero = _constant_value(x_zero, params) if x_zero is not None else np.zeros((), np.uint8)
     if (
@@ -262,22 +264,29 @@ def _uint8_conv(bb, x, x_zero, w, attr, params):
             out_dtype="int32",
         )
     )
-    if not zero_point:
+    offset = (bias.astype(np.int64) if bias is not None else 0) - weights.astype(np.int64).sum(
+        axis=(1, 2, 3)
+    ) * zero_point
+    if not np.any(offset):
         return accumulated
-    sums = weights.astype(np.int64).sum(axis=(1, 2, 3)) * zero_point
-    correction = relax.const(sums.astype(np.int32).reshape(1, -1, 1, 1))
-    return bb.emit(relax.op.subtract(accumulated, correction))
+    return bb.emit(relax.op.add(accumulated, relax.const(offset.astype(np.int32).reshape(1, -1, 1, 1))))
 
 
-def _integer_conv(bb, x, x_zero, w, w_zero, attr, params):
-    """The exact int32 convolution of ConvInteger and QLinearConv: uint8 x int8
-    (``_uint8_conv``) where the operands allow it, else of the centred values (padded after
-    the zero point is subtracted: ONNX pads with the zero point)."""
+def _integer_conv(bb, x, x_zero, w, w_zero, attr, params, bias=None):
+    """The exact int32 convolution of ConvInteger and QLinearConv, plus QLinearConv's int32
+    ``bias``: uint8 x int8 (``_uint8_conv``) where the operands allow it, else of the centred
+    values (padded after the zero point is subtracted: ONNX pads with the zero point)."""
     weights = _weights(bb, w, w_zero, params, 0)
-    accumulated = _uint8_conv(bb, x, x_zero, w, attr, params) if weights is w else None
-    if accumulated is None:
-        accumulated = _int32_conv(bb, _centred(bb, x, x_zero), weights, attr, params)
-    return accumulated
+    constant_bias = _constant_value(bias, params) if bias is not None else None
+    if weights is w and (bias is None or constant_bias is not None):
+        accumulated = _uint8_conv(bb, x, x_zero, w, attr, params, constant_bias)
+        if accumulated is not None:
+            return accumulated
+    accumulated = _int32_conv(bb, _centred(bb, x, x_zero), weights, attr, params)
+    if bias is None:
+        return accumulated
+    channels = [1, -1] + [1] * (len(_static_shape(accumulated)) - 2)
+    return bb.emit(relax.op.add(accumulated, relax.op.reshape(bias, channels)))
 
 
 class ConvInteger(OnnxOpConverter):
@@ -294,11 +303,8 @@ class QLinearConv(OnnxOpConverter):
     def _impl_v10(cls, bb, inputs, attr, params):
         x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = inputs[:8]
         bias = inputs[8] if len(inputs) > 8 else None
-        accumulated = _integer_conv(bb, x, x_zero, w, w_zero, attr, params)
-        rank = len(_static_shape(accumulated))
-        channels = [1, -1] + [1] * (rank - 2)
-        if bias is not None:
-            accumulated = bb.emit(relax.op.add(accumulated, relax.op.reshape(bias, channels)))
+        accumulated = _integer_conv(bb, x, x_zero, w, w_zero, attr, params, bias)
+        channels = [1, -1] + [1] * (len(_static_shape(accumulated)) - 2)
         multiplier = _multiplier(bb, x_scale, w_scale, y_scale, view=channels)
         dtype = str(y_zero.ty.dtype) if y_zero is not None else str(x.ty.dtype)
         return _requantized(accumulated, multiplier, y_zero, dtype)
