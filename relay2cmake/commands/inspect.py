@@ -82,11 +82,13 @@ def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, .
     return arena.pack(lifetimes)[1] if lifetimes else 0
 
 
-# Operators that compute in integers (ONNX's and ONNX Runtime's quantized ones), the quantizing
-# steps, and those that only move or reshape data (the same in any type).
+# Operators on 8-bit integers (ONNX's and ONNX Runtime's quantized ones: some go through float32
+# per element inside, as ONNX Runtime's kernels do), the quantizing steps, and those that only
+# move or reshape data (the same in any type).
 INTEGER_OPERATORS = frozenset(
     {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QGemm", "QLinearAdd", "QLinearMul",
-     "QLinearGlobalAveragePool"}
+     "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
+     "QLinearSoftmax", "QLinearWhere"}
 )  # fmt: skip
 QUANTIZING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 DATA_MOVEMENT = frozenset(

@@ -1,6 +1,8 @@
 """The ``com.microsoft`` quantized operators ONNX Runtime's own quantizer writes in QOperator
 format (``quantize_static(..., quant_format=QOperator)``) for CNNs and classifier heads:
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm. Each computes as
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm, and the activations, pools and
+concatenations computed through float32 (QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax,
+QLinearAveragePool, QLinearConcat, QLinearWhere). Each computes as
 ONNX Runtime's CPU kernels do: zero points subtracted in int32, the arithmetic in float32 with
 the scale ratios ONNX Runtime forms (QLinearAdd: ``a * (sa / sc) + b * (sb / sc) + zc``), or
 an exact int32 product for QGemm, then rounding half to even and saturation. Where ONNX
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from tvm import relax
-from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
+from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, _get_convert_map
 
 from relay2cmake.frontends.onnx_converter_support import _static_shape
 from relay2cmake.frontends.onnx_quantized import (
@@ -114,9 +116,103 @@ class QGemm(OnnxOpConverter):
         return _requantized(accumulated, multiplier, y_zero, _output_type(y_zero, a))
 
 
+def _dequantized(bb, values, scale, zero_point):
+    """DequantizeLinear: ``(values - zero_point) * scale`` in float32."""
+    return bb.emit(relax.op.multiply(_float(bb, values, zero_point), scale))
+
+
+def _quantized(value, scale, zero_point, fallback):
+    """QuantizeLinear: ``value / scale`` rounded half to even, plus the zero point, saturated
+    (ONNX Runtime's MLAS divides too)."""
+    return _saturated(
+        relax.op.add(relax.op.divide(value, scale), _zero(zero_point)), _output_type(zero_point, fallback)
+    )
+
+
+def _float_operator(op_name: str, bb, inputs, attr, params):
+    """The float operator as the importer converts it (ours where we have one, else TVM's)."""
+    from relay2cmake.frontends.onnx_converter_support import OPSET
+    from relay2cmake.frontends.onnx_converters import CONVERTERS as OURS
+
+    converter = OURS[op_name] if op_name in OURS else _get_convert_map()[op_name]
+    return bb.emit(converter.get_converter(OPSET.get())(bb, inputs, attr, params))
+
+
+class _ThroughFloat(OnnxOpConverter):
+    """The QOperator activations and pools ONNX Runtime's quantizer writes around one float
+    operator (QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearSoftmax): the input
+    dequantized, the float operator, the result quantized. ONNX Runtime's kernels compute the
+    same per element (its activations through a 256-entry table built the same way), so the
+    results agree but where its float function and ours round apart across a quantization
+    boundary."""
+
+    FLOAT_OPERATOR = ""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        x, x_scale, x_zero, y_scale = inputs[:4]
+        y_zero = inputs[4] if len(inputs) > 4 else None
+        attr = dict(attr)
+        channels_last = bool(int(attr.pop("channels_last", 0)))  # QLinearAveragePool's NHWC
+        value = _dequantized(bb, x, x_scale, x_zero)
+        rank = len(_static_shape(x))
+        if channels_last:
+            value = bb.emit(relax.op.permute_dims(value, [0, rank - 1, *range(1, rank - 1)]))
+        result = _float_operator(cls.FLOAT_OPERATOR, bb, [value], attr, params)
+        if channels_last:
+            result = bb.emit(relax.op.permute_dims(result, [0, *range(2, rank), 1]))
+        return _quantized(result, y_scale, y_zero, x)
+
+
+class QLinearSigmoid(_ThroughFloat):
+    FLOAT_OPERATOR = "Sigmoid"
+
+
+class QLinearLeakyRelu(_ThroughFloat):
+    FLOAT_OPERATOR = "LeakyRelu"
+
+
+class QLinearSoftmax(_ThroughFloat):
+    FLOAT_OPERATOR = "Softmax"
+
+
+class QLinearAveragePool(_ThroughFloat):
+    FLOAT_OPERATOR = "AveragePool"
+
+
+class QLinearConcat(OnnxOpConverter):
+    """Each input dequantized with its own scale and zero point, concatenated, quantized."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        y_scale, y_zero = inputs[0], inputs[1]
+        triples = [inputs[i : i + 3] for i in range(2, len(inputs), 3)]
+        parts = [_dequantized(bb, x, scale, zero) for x, scale, zero in triples]
+        joined = bb.emit(relax.op.concat(parts, axis=int(attr.get("axis", 0))))
+        return _quantized(joined, y_scale, y_zero, triples[0][0])
+
+
+class QLinearWhere(OnnxOpConverter):
+    """Where on the dequantized inputs, quantized to z's scale and zero point."""
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        condition, x, x_scale, x_zero, y, y_scale, y_zero, z_scale, z_zero = inputs[:9]
+        chosen = relax.op.where(
+            condition, _dequantized(bb, x, x_scale, x_zero), _dequantized(bb, y, y_scale, y_zero)
+        )
+        return _quantized(bb.emit(chosen), z_scale, z_zero, x)
+
+
 CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "QGemm": QGemm,
     "QLinearAdd": QLinearAdd,
+    "QLinearAveragePool": QLinearAveragePool,
+    "QLinearConcat": QLinearConcat,
     "QLinearGlobalAveragePool": QLinearGlobalAveragePool,
+    "QLinearLeakyRelu": QLinearLeakyRelu,
     "QLinearMul": QLinearMul,
+    "QLinearSigmoid": QLinearSigmoid,
+    "QLinearSoftmax": QLinearSoftmax,
+    "QLinearWhere": QLinearWhere,
 }
