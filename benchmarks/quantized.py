@@ -4,6 +4,7 @@ speed against ONNX Runtime int8 and our own float32 package, side by side.
     .venv/bin/python benchmarks/quantized.py                 # every model, writes docs/quantized.md
     .venv/bin/python benchmarks/quantized.py --models resnet18 --no-bench
     .venv/bin/python benchmarks/quantized.py --target x86_64:haswell --out docs/quantized-avx2.md
+    .venv/bin/python benchmarks/quantized.py --sweep    # ten more zoo models, correctness only
 
 Each zoo model (random weights, exported by tools/real_zoo.py) is quantized the ways a user
 would with ONNX Runtime's own tools: ``quantize_static`` in QDQ format (uint8 activations,
@@ -44,11 +45,26 @@ MODELS = {
     "mobilenet_v2": (Entry("mobilenet_v2", "onnx11"), ("float", "qdq", "qoperator")),
     "bert": (Entry("bert", "onnx17"), ("float", "qdq", "dynamic")),
 }
+# Further zoo models for a correctness sweep (--sweep: no timing, docs/quantized-zoo.md):
+# architectures the quantizer turns into other operators (Concat, Sigmoid, hard-swish,
+# grouped and depthwise convolutions, attention).
+SWEEP = {
+    "squeezenet1_1": (Entry("squeezenet1_1", "onnx9"), ("qdq", "qoperator")),
+    "googlenet": (Entry("googlenet", "onnx9"), ("qdq", "qoperator")),
+    "densenet121": (Entry("densenet121", "onnx11"), ("qdq", "qoperator")),
+    "resnet50": (Entry("resnet50", "onnx17"), ("qdq", "qoperator")),
+    "shufflenet_v2_x1_0": (Entry("shufflenet_v2_x1_0", "onnx13"), ("qdq", "qoperator")),
+    "regnet_y_400mf": (Entry("regnet_y_400mf", "onnx13"), ("qdq", "qoperator")),
+    "efficientnet_b0": (Entry("efficientnet_b0", "onnx13"), ("qdq", "qoperator")),
+    "mobilenet_v3_small": (Entry("mobilenet_v3_small", "onnx17"), ("qdq", "qoperator")),
+    "vit_tiny": (Entry("vit_tiny", "onnx17"), ("qdq", "dynamic")),
+    "distilbert": (Entry("distilbert", "onnx14"), ("qdq", "dynamic")),
+}
 CALIBRATION_BATCHES = 4
 # A transformer's attention mask holds -inf: quantized (the quantizer's default covers Where
 # and Add too) its scale is inf, and the masked scores become NaN or 255 depending on how a
 # runtime rounds inf / inf; the products are what a user quantizes.
-OPERATORS_TO_QUANTIZE = {"bert": ["MatMul", "Gemm"]}
+OPERATORS_TO_QUANTIZE = {"bert": ["MatMul", "Gemm"], "distilbert": ["MatMul", "Gemm"]}
 
 
 def quantize(source: Path, kind: str, target: Path, inputs: dict[str, np.ndarray]) -> Path:
@@ -214,25 +230,28 @@ def write_report(results: list[dict], path: Path, target: str | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="*", choices=[*MODELS, *SWEEP], help="default: all of the set")
+    parser.add_argument("--sweep", action="store_true", help="the further zoo models, correctness only")
     parser.add_argument("--no-bench", action="store_true", help="correctness only")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "quantized.md")
+    parser.add_argument("--out", type=Path, help="default: docs/quantized.md, --sweep docs/quantized-zoo.md")
     parser.add_argument("--target", help="one kernel set, as gen --target (x86_64:haswell: AVX2 only)")
     args = parser.parse_args()
+    chosen = SWEEP if args.sweep else MODELS
+    out = args.out or ROOT / "docs" / ("quantized-zoo.md" if args.sweep else "quantized.md")
     results = []
-    for name in args.models:
-        entry, kinds = MODELS[name]
+    for name in args.models or list(chosen):
+        entry, kinds = {**MODELS, **SWEEP}[name]
         for kind in kinds:
             print(f"{name} {kind} ...", flush=True)
             try:
-                results.append(run_variant(entry, kind, not args.no_bench, args.target))
+                results.append(run_variant(entry, kind, not (args.no_bench or args.sweep), args.target))
             except rz.StepError as exc:
                 error = f"{exc.stage}: {exc}"
                 results.append({"model": name, "kind": kind, "error": error, "relay2cmake": ""})
             print(f"  {json.dumps(results[-1].get('agreement', results[-1].get('error')))[:300]}", flush=True)
             print(f"  {results[-1].get('times', '')}", flush=True)
-    write_report(results, args.out, args.target)
-    print(f"wrote {args.out}")
+    write_report(results, out, args.target)
+    print(f"wrote {out}")
     return 0
 
 
