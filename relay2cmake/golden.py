@@ -130,7 +130,16 @@ def make_inputs(
     return tuple(arrays)
 
 
-def tolerance_for(expected: np.ndarray) -> Tolerance:
+def tolerance_for(expected: np.ndarray, quantum: float | None = None) -> Tolerance:
+    """How far another path's output may be from ``expected``: float rounding; for an output
+    a quantized operator gives (``quantum``: the step of its values), one step as well."""
+    tolerance = _rounding_tolerance(expected)
+    if quantum is None:
+        return tolerance
+    return Tolerance(max(tolerance.atol, quantum * (1 + 1e-4)), tolerance.rtol)
+
+
+def _rounding_tolerance(expected: np.ndarray) -> Tolerance:
     if expected.dtype.name == "bfloat16":  # 8 significant bits
         finite = expected.astype(np.float32)
         finite = finite[np.isfinite(finite)]
@@ -156,6 +165,8 @@ def elements_match(got: np.ndarray, want: np.ndarray, tolerance: Tolerance) -> n
         np.asarray(want, dtype=np.float64) if want.dtype.kind in "fc" or want.dtype.name in RAW_BITS else want
     )
     if got.dtype.kind != "f" or want.dtype.kind != "f":
+        if tolerance.atol > 0 and got.dtype.kind in "iub" and want.dtype.kind in "iub":  # quantized
+            return np.abs(got.astype(np.float64) - want.astype(np.float64)) <= tolerance.atol
         return np.asarray(got == want)
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.abs(got - want) <= tolerance.atol + tolerance.rtol * np.abs(want)
@@ -315,13 +326,17 @@ def reference_paths(imported: ImportedModel) -> list[Reference]:
 
 
 def _differences(imported, got, want) -> list[Difference]:
-    tolerances = [tolerance_for(w) for w in want]
+    tolerances = [tolerance_for(w, q) for w, q in zip(want, _quanta(imported), strict=True)]
     found = []
     for signature, g, w, t in zip(imported.outputs, got, want, tolerances, strict=True):
         difference = compare(signature.name, g, w, t)
         if difference is not None:
             found.append(difference)
     return found
+
+
+def _quanta(imported: ImportedModel) -> tuple[float | None, ...]:
+    return imported.output_quanta or (None,) * len(imported.outputs)
 
 
 def compute(
@@ -407,12 +422,12 @@ def _compute(
     if chosen is None:
         if len(paths) == 1 and results:  # the format has no path besides TVM's (TVMScript)
             name, outputs = results[0]
-            return _golden(inputs, outputs, name, (), notes, unavailable)
+            return _golden(imported, inputs, outputs, name, (), notes, unavailable)
         detail = _disagreement(imported, results)
         if accept_unconfirmed and results:
             name, outputs = results[0]
             notes.append(f"the golden outputs are unconfirmed: {detail}")
-            return _golden(inputs, outputs, name, (), notes, unavailable)
+            return _golden(imported, inputs, outputs, name, (), notes, unavailable)
         raise UnconfirmedReference(
             f"Cannot record trustworthy golden outputs: {detail}. "
             + (f"Also: {'; '.join(unavailable)}. " if unavailable else "")
@@ -427,7 +442,7 @@ def _compute(
             f"{other} disagrees with {name} and {confirmer} ({worst[0].describe()}); "
             f"the golden data use {name}"
         )
-    return _golden(inputs, outputs, name, (confirmer,), notes, unavailable)
+    return _golden(imported, inputs, outputs, name, (confirmer,), notes, unavailable)
 
 
 def _disagreement(imported, results) -> str:
@@ -442,12 +457,18 @@ def _disagreement(imported, results) -> str:
 
 
 def _golden(
-    inputs, outputs, reference: str, confirmed_by: tuple[str, ...], notes: list[str], unavailable: list[str]
+    imported: ImportedModel,
+    inputs,
+    outputs,
+    reference: str,
+    confirmed_by: tuple[str, ...],
+    notes: list[str],
+    unavailable: list[str],
 ) -> GoldenData:
     return GoldenData(
         inputs=inputs,
         expected=tuple(outputs),
-        tolerances=tuple(tolerance_for(e) for e in outputs),
+        tolerances=tuple(tolerance_for(e, q) for e, q in zip(outputs, _quanta(imported), strict=True)),
         reference=reference,
         confirmed_by=confirmed_by,
         notes=tuple(notes),

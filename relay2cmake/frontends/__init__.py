@@ -64,6 +64,9 @@ class ImportedModel:
     # Inputs that set a shape parameter checked at run time (onnx_settled): a value the
     # package accepts, which the golden step feeds instead of random numbers.
     settled_values: dict[str, Any] = field(default_factory=dict)
+    # Per output, the step of its values where a quantized operator gives it (onnx_qdq.
+    # output_quanta), within which references and the package may round apart; else None.
+    output_quanta: tuple[float | None, ...] = ()
 
 
 def file_sha256(path: Path) -> str:

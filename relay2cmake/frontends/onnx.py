@@ -452,7 +452,7 @@ def _import_onnx(
 ) -> ImportedModel:
     """The import proper; ``settled_inputs``: inputs frozen to these values, kept in the API
     and checked at run time (``onnx_settled_inputs``)."""
-    from relay2cmake.frontends.onnx_qdq import integer_operators
+    from relay2cmake.frontends.onnx_qdq import integer_operators, output_quanta
     from relay2cmake.frontends.onnx_settled_inputs import GIVEN_INPUTS, with_given_inputs
 
     opset = _opset(model)
@@ -469,6 +469,7 @@ def _import_onnx(
         # Shape arithmetic and everything computed from constants become constants (in
         # place: the references read the file itself); this may also remove operators TVM
         # cannot convert.
+        unfolded = model
         model, _ = integer_operators(model)  # before folding: it would make the weights float
         model = fold_constants(model, path.parent)
         drop_empty_resize_inputs(model)
@@ -532,6 +533,7 @@ def _import_onnx(
         references=_references(path, [s.name for s in inputs], frozen),
         dims=dims,
         settled_values={inputs[index].name: value for index, value in settled.items()},
+        output_quanta=output_quanta(unfolded, list(output_names)),
     )
 
 

@@ -298,3 +298,38 @@ def _is_product_scale(constants: _Constants, bias: list[str], x_scale: str, w_sc
     if scale.size != product.size and product.size != 1:
         return False
     return bool(np.allclose(scale, product, rtol=1e-6, atol=0))
+
+
+# Operators whose result is a quantized integer, and those that only move it.
+_QUANTIZED_RESULTS = frozenset(
+    {"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd",
+     "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu",
+     "QLinearSigmoid", "QLinearSoftmax", "QLinearWhere"}
+)  # fmt: skip
+_MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def output_quanta(model: onnx.ModelProto, names: list[str]) -> tuple[float | None, ...]:
+    """Per graph output, the step of its quantized values, where a quantized operator gives it
+    (through reshapes): a DequantizeLinear's scale (the largest, per channel), 1 for an 8-bit
+    result; None otherwise. Two correct runtimes can round a quantized value apart at an exact
+    tie (ONNX Runtime's vector kernels fuse multiply-adds), so references may differ by one."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    constants = {i.name: i for i in model.graph.initializer}
+    quanta: list[float | None] = []
+    for name in names:
+        node = producers.get(name)
+        while node is not None and node.op_type in _MOVES:
+            node = producers.get(node.input[0])
+        quantum: float | None = None
+        # QGemm without y_scale gives float32
+        float_qgemm = (
+            node is not None and node.op_type == "QGemm" and (len(node.input) < 8 or not node.input[7])
+        )
+        if node is not None and node.op_type in _QUANTIZED_RESULTS and not float_qgemm:
+            quantum = 1.0
+        elif node is not None and node.op_type == "DequantizeLinear" and node.input[1] in constants:
+            scale = numpy_helper.to_array(constants[node.input[1]]).astype(np.float64)
+            quantum = float(np.max(np.abs(scale))) if scale.size else None
+        quanta.append(quantum)
+    return tuple(quanta)
