@@ -1081,11 +1081,20 @@ def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
     loops = sch.get_loops(block)
     if len(loops) != len(sch.get(block).iter_vars):
         return 0
-    *outer, inner = loops
-    extent = _extent(sch, inner)
     elements = math.prod(_extent(sch, loop) for loop in loops)
     bits = max(8, int(sch.get(block).writes[0].source.dtype.bits))  # bool is a byte in memory
     lanes = options.vector_lanes * 32 // bits
+    # An 8-bit innermost axis shorter than a vector (a quantized image's 4 channels, channels-
+    # last: MobileNet v2's first kernel 0.118 -> 0.077 ms) is fused with the one outside it:
+    # the vectors then span pixels. (Measured on 8-bit outputs only.)
+    while (
+        bits == 8
+        and len(loops) > 2
+        and _extent(sch, loops[-1]) < lanes <= _extent(sch, loops[-1]) * _extent(sch, loops[-2])
+    ):
+        loops = [*loops[:-2], sch.fuse(loops[-2], loops[-1])]
+    *outer, inner = loops
+    extent = _extent(sch, inner)
     if extent < lanes:
         lanes = 1
     else:  # a last vector that the extent does not fill is predicated
