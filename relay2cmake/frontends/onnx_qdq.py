@@ -56,6 +56,12 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
                 replacements[index_of[id(node)]] = [kept[0]]
                 removed.add(index_of[id(kept[1])])
             continue
+        if node.op_type == "AveragePool" and node.domain in ("", "ai.onnx"):
+            kept = _averaged_as_onnxruntime(node, consumers, outputs, dequantized, constants)
+            if kept is not None:
+                replacements[index_of[id(node)]] = [kept[0]]
+                removed.add(index_of[id(kept[1])])
+            continue
         if node.op_type in ("Add", "Mul") and node.domain in ("", "ai.onnx"):
             kept = _binary_in_integers(node, consumers, outputs, dequantized, constants)
             if kept is not None:
@@ -166,6 +172,33 @@ def _binary_in_integers(node, consumers, outputs, dequantized, constants: _Const
     inputs = [a[0], a[1], a[2], b[0], b[1], b[2], quantize.input[1], quantize.input[2]]
     name = "QLinearAdd" if node.op_type == "Add" else "QLinearMul"
     return helper.make_node(name, inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT), quantize
+
+
+def _averaged_as_onnxruntime(node, consumers, outputs, dequantized, constants: _Constants):
+    """DequantizeLinear -> AveragePool -> QuantizeLinear, per tensor, is ONNX Runtime's
+    QLinearAveragePool (com.microsoft), which it runs in their place: its rounding adds the
+    zero point before rounding (``nearbyint(y / scale + zero)``) where QuantizeLinear rounds
+    first, so at the ties a 2x2 average makes (a quarter of its values) the two differ by one
+    where the zero point is odd: a DenseNet-121's outputs, 24% one step apart. (The new node,
+    the QuantizeLinear it replaces), or None."""
+    quantize = _sole_quantize(node, consumers, outputs) if len(node.output) == 1 else None
+    x = dequantized(node.input[0], constant=False)
+    if quantize is None or x is None or not x[2] or len(quantize.input) < 3:
+        return None
+    parameters = [x[1], x[2], quantize.input[1], quantize.input[2]]
+    if any(name not in constants or constants[name].size != 1 for name in parameters):
+        return None
+    if constants[x[2]].dtype != constants[quantize.input[2]].dtype or constants[x[2]].dtype not in (
+        np.int8,
+        np.uint8,
+    ):
+        return None
+    inputs = [x[0], *parameters]
+    averaged = helper.make_node(
+        "QLinearAveragePool", inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT
+    )
+    averaged.attribute.extend(node.attribute)
+    return averaged, quantize
 
 
 def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constants):
