@@ -130,12 +130,15 @@ def _quantized(value, scale, zero_point, fallback):
 
 
 def _float_operator(op_name: str, bb, inputs, attr, params):
-    """The float operator as the importer converts it (ours where we have one, else TVM's)."""
+    """The float operator as the importer converts it: our pooling converters, else TVM's
+    (at QLinearSoftmax's ``opset`` attribute where it has one: Softmax's meaning changed at 13)."""
+    from relay2cmake.frontends import onnx_pooling
     from relay2cmake.frontends.onnx_converter_support import OPSET
-    from relay2cmake.frontends.onnx_converters import CONVERTERS as OURS
 
-    converter = OURS[op_name] if op_name in OURS else _get_convert_map()[op_name]
-    return bb.emit(converter.get_converter(OPSET.get())(bb, inputs, attr, params))
+    attr = dict(attr)
+    version = int(attr.pop("opset", 0)) or OPSET.get()
+    converter = onnx_pooling.CONVERTERS.get(op_name) or _get_convert_map()[op_name]
+    return bb.emit(converter.get_converter(version)(bb, inputs, attr, params))
 
 
 class _ThroughFloat(OnnxOpConverter):
