@@ -184,7 +184,7 @@ def run_variant(entry: Entry, kind: str, bench: bool, target: str | None = None,
 
 def write_report(results: list[dict], path: Path, target: str | None) -> None:
     floats = {r["model"]: r for r in results if r["kind"] == "float"}
-    commits = sorted({r["relay2cmake"] for r in results})
+    commits = sorted({r["relay2cmake"] for r in results if r["relay2cmake"]})
     lines = [
         "# Quantized models",
         "",
