@@ -77,9 +77,23 @@ def _inputs(rng) -> dict[str, np.ndarray]:
     }
 
 
+def _calibration(make_inputs):
+    """ONNX Runtime's calibration reader over 8 seeded batches of ``make_inputs(rng)``."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(1)
+            self.batches = iter([make_inputs(rng) for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    return Calibration()
+
+
 def _quantized(kind: str, work):
     from onnxruntime.quantization import (
-        CalibrationDataReader,
         QuantFormat,
         QuantType,
         quantize_dynamic,
@@ -92,16 +106,8 @@ def _quantized(kind: str, work):
         quantize_dynamic(str(source), str(target))
         return target
 
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            rng = np.random.default_rng(1)
-            self.batches = iter([_inputs(rng) for _ in range(8)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
     quantize_static(
-        str(source), str(target), Calibration(),
+        str(source), str(target), _calibration(_inputs),
         quant_format=QuantFormat.QDQ if kind.startswith("qdq") else QuantFormat.QOperator,
         per_channel=kind.startswith("qdq"), weight_type=QuantType.QInt8,
         activation_type=QuantType.QInt8 if kind == "qdq-int8" else QuantType.QUInt8,
@@ -204,7 +210,7 @@ def test_qoperator_activations_pools_and_concat_match_onnxruntime(tmp_path):
     AveragePool and Softmax (com.microsoft QLinearLeakyRelu, QLinearSigmoid, QLinearConcat,
     QLinearAveragePool, QLinearSoftmax; a DenseNet's, an EfficientNet's and a classifier's):
     each dequantized, the float operator, quantized, as ONNX Runtime's kernels compute it."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     rng = np.random.default_rng(0)
 
@@ -239,17 +245,9 @@ def test_qoperator_activations_pools_and_concat_match_onnxruntime(tmp_path):
     def feeds(generator):
         return {"image": generator.normal(size=(1, 3, 16, 16)).astype(np.float32)}
 
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            generator = np.random.default_rng(1)
-            self.batches = iter([feeds(generator) for _ in range(8)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
     quantized = tmp_path / "qop.onnx"
     quantize_static(
-        str(tmp_path / "float.onnx"), str(quantized), Calibration(), quant_format=QuantFormat.QOperator,
+        str(tmp_path / "float.onnx"), str(quantized), _calibration(feeds), quant_format=QuantFormat.QOperator,
         weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8,
     )  # fmt: skip
     written = {n.op_type for n in onnx.load(str(quantized)).graph.node}
