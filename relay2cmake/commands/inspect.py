@@ -22,6 +22,7 @@ from relay2cmake.frontends import check_input_shape_names, check_model_path
 from relay2cmake.frontends.onnx import load_checked, unsupported_nodes, with_function_bodies
 from relay2cmake.frontends.onnx_dtypes import ONNX_DTYPES
 from relay2cmake.frontends.onnx_fold import set_input_shapes
+from relay2cmake.frontends.onnx_qdq import QUANTIZED_OPERATORS, integer_operators
 from relay2cmake.frontends.onnx_weights import initializer_bytes
 
 
@@ -85,11 +86,7 @@ def _estimate_arena(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, .
 # Operators on 8-bit integers (ONNX's and ONNX Runtime's quantized ones: some go through float32
 # per element inside, as ONNX Runtime's kernels do), the quantizing steps, and those that only
 # move or reshape data (the same in any type).
-INTEGER_OPERATORS = frozenset(
-    {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QGemm", "QLinearAdd", "QLinearMul",
-     "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
-     "QLinearSoftmax", "QLinearWhere"}
-)  # fmt: skip
+INTEGER_OPERATORS = QUANTIZED_OPERATORS | {"ConvInteger", "MatMulInteger"}
 QUANTIZING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 DATA_MOVEMENT = frozenset(
     {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Gather", "Split",
@@ -100,8 +97,6 @@ DATA_MOVEMENT = frozenset(
 def _arithmetic(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
     """For a quantized model, (integer operators, float operators that compute), as gen will
     convert them (QDQ patterns folded); two empty dicts for a float model."""
-    from relay2cmake.frontends.onnx_qdq import integer_operators
-
     folded, _ = integer_operators(model)
     operators = Counter(n.op_type for n in folded.graph.node)
     if not set(operators) & (INTEGER_OPERATORS | QUANTIZING):

@@ -3,11 +3,11 @@ format (``quantize_static(..., quant_format=QOperator)``) for CNNs and classifie
 QLinearAdd, QLinearMul, QLinearGlobalAveragePool and QGemm, and the activations, pools and
 concatenations computed through float32 (QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax,
 QLinearAveragePool, QLinearConcat, QLinearWhere). Each computes as
-ONNX Runtime's CPU kernels do: zero points subtracted in int32, the arithmetic in float32 with
-the scale ratios ONNX Runtime forms (QLinearAdd: ``a * (sa / sc) + b * (sb / sc) + zc``), or
-an exact int32 product for QGemm, then rounding half to even and saturation. Where ONNX
-Runtime's vector code fuses a multiply-add the last rounding can differ by one unit at exact
-ties (the QLinear tests accept 1)."""
+ONNX Runtime's x86 CPU kernels do: the arithmetic in float32 with the scale ratios ONNX
+Runtime forms (QLinearAdd with its fused multiply-adds, ``QLinearAdd``), or an exact int32
+product for QGemm, then rounding half to even and saturation. Where a kernel of ONNX Runtime
+fuses differently the last rounding can differ by one unit at exact ties (the QLinear tests
+accept 1)."""
 
 from __future__ import annotations
 
@@ -161,8 +161,8 @@ def _dequantized(bb, values, scale, zero_point):
 
 
 def _quantized(value, scale, zero_point, fallback):
-    """QuantizeLinear: ``value / scale`` rounded half to even, plus the zero point, saturated
-    (ONNX Runtime's MLAS divides too)."""
+    """``value / scale + zero_point`` rounded half to even and saturated, as ONNX Runtime's
+    QLinear kernels quantize (the zero point added before rounding; MLAS divides too)."""
     return _saturated(
         relax.op.add(relax.op.divide(value, scale), _zero(zero_point)), _output_type(zero_point, fallback)
     )

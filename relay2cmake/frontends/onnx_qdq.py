@@ -50,20 +50,9 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     index_of = {id(node): i for i, node in enumerate(graph.node)}
     added: list[onnx.TensorProto] = []
     for node in graph.node:
-        if node.op_type == "MaxPool" and node.domain in ("", "ai.onnx"):
-            kept = _pooled_in_place(node, consumers, outputs, dequantized, constants)
-            if kept is not None:
-                replacements[index_of[id(node)]] = [kept[0]]
-                removed.add(index_of[id(kept[1])])
-            continue
-        if node.op_type == "AveragePool" and node.domain in ("", "ai.onnx"):
-            kept = _averaged_as_onnxruntime(node, consumers, outputs, dequantized, constants)
-            if kept is not None:
-                replacements[index_of[id(node)]] = [kept[0]]
-                removed.add(index_of[id(kept[1])])
-            continue
-        if node.op_type in ("Add", "Mul") and node.domain in ("", "ai.onnx"):
-            kept = _binary_in_integers(node, consumers, outputs, dequantized, constants)
+        fold = _IN_PLACE_FOLDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if fold is not None:  # DQ -> node -> Q as one operator: (it, the QuantizeLinear) or None
+            kept = fold(node, consumers, outputs, dequantized, constants)
             if kept is not None:
                 replacements[index_of[id(node)]] = [kept[0]]
                 removed.add(index_of[id(kept[1])])
@@ -226,6 +215,14 @@ def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constant
     return pooled, quantize
 
 
+_IN_PLACE_FOLDS = {
+    "MaxPool": _pooled_in_place,
+    "AveragePool": _averaged_as_onnxruntime,
+    "Add": _binary_in_integers,
+    "Mul": _binary_in_integers,
+}
+
+
 def _gemm_attributes(node: onnx.NodeProto) -> dict[str, float]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
@@ -333,12 +330,14 @@ def _is_product_scale(constants: _Constants, bias: list[str], x_scale: str, w_sc
     return bool(np.allclose(scale, product, rtol=1e-6, atol=0))
 
 
-# Operators whose result is a quantized integer, and those that only move it.
-_QUANTIZED_RESULTS = frozenset(
-    {"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd",
-     "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu",
-     "QLinearSigmoid", "QLinearSoftmax", "QLinearWhere"}
+# The quantized operators with an 8-bit result (ONNX's and ONNX Runtime's com.microsoft ones; QGemm
+# without y_scale gives float32), the quantizing steps that give one, and operators that only move it.
+QUANTIZED_OPERATORS = frozenset(
+    {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
+     "QLinearAveragePool", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid", "QLinearSoftmax",
+     "QLinearWhere"}
 )  # fmt: skip
+_QUANTIZED_RESULTS = QUANTIZED_OPERATORS | {"QuantizeLinear", "DynamicQuantizeLinear"}
 _MOVES = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"})
 
 
@@ -355,7 +354,6 @@ def output_quanta(model: onnx.ModelProto, names: list[str]) -> tuple[float | Non
         while node is not None and node.op_type in _MOVES:
             node = producers.get(node.input[0])
         quantum: float | None = None
-        # QGemm without y_scale gives float32
         float_qgemm = (
             node is not None and node.op_type == "QGemm" and (len(node.input) < 8 or not node.input[7])
         )

@@ -503,8 +503,9 @@ def _schedule_uint8_conv2d(sch, block, options: ScheduleOptions) -> None:
     f0, fv, f1 = sch.split(f, [None, tile_vectors, PACK])
     outer = (n, y0, f0)
     sch.reorder(*outer, x0, ry, rx, rco, y1, x1, fv, f1, *inner)
-    if sums is not None:
+    if sums is not None:  # under x0: the half, the tile's pixels, its channels
         sch.reverse_compute_at(sums, x0)
+        half = sch.get_loops(sums)[len(outer) + 1]
     sch.reverse_compute_at(write_back, x0)
     _fold_column_cut(sch, write_back)  # padded output channels (conv2d_nhwc._uint8_conv2d_nhwc)
     sch.unroll(y1)
@@ -521,9 +522,7 @@ def _schedule_uint8_conv2d(sch, block, options: ScheduleOptions) -> None:
     if options.int8_dot:  # after decompose_reduction: the intrinsic has no init
         sch.tensorize(f1, int8_dot_intrinsic(options.int8_dot))
     sch.vectorize(sch.get_loops(init)[-1])
-    if sums is not None:  # under x0: the half, the tile's pixels, its channels
-        loops = sch.get_loops(sums)
-        half = loops[[sch.get(loop).same_as(sch.get(x0)) for loop in loops].index(True) + 1]
+    if sums is not None:  # after the parallel loop: the sums' update then has no init
         sch.vectorize(sch.get_loops(sch.decompose_reduction(sums, half))[-1])
         sch.unroll(half)
 

@@ -19,6 +19,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
+from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
 from packaging_helpers import SAMPLE_APPS, WARNINGS, cmake, configure_build, ctest, run
 
@@ -61,13 +62,7 @@ def _float_model(path):
         helper.make_tensor_value_info("classes", TensorProto.FLOAT, [1, 10]),
         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4, 8]),
     ]
-    model = helper.make_model(
-        helper.make_graph(nodes, "cnn_mlp", inputs, outputs, weights),
-        opset_imports=[helper.make_opsetid("", 17)],
-    )
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
+    return save_model(helper.make_graph(nodes, "cnn_mlp", inputs, outputs, weights), path, 17)
 
 
 def _inputs(rng) -> dict[str, np.ndarray]:
@@ -179,6 +174,10 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def _constant(name: str, value, dtype) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
 def _build_and_compare(
     model_path, tmp_path, name: str, feeds: list[dict[str, np.ndarray]], quanta=None, exact: bool = False
 ):
@@ -235,12 +234,7 @@ def test_qoperator_activations_pools_and_concat_match_onnxruntime(tmp_path):
     ]  # fmt: skip
     image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 16, 16])
     probs = helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])
-    model = helper.make_model(
-        helper.make_graph(nodes, "qop", [image], [probs], weights),
-        opset_imports=[helper.make_opsetid("", 17)],
-    )
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "float.onnx"))
+    save_model(helper.make_graph(nodes, "qop", [image], [probs], weights), tmp_path / "float.onnx", 17)
 
     def feeds(generator):
         return {"image": generator.normal(size=(1, 3, 16, 16)).astype(np.float32)}
@@ -271,28 +265,20 @@ def test_qdq_average_pool_rounds_as_onnxruntime(tmp_path):
     QuantizeLinear's rounding, and a quantized DenseNet-121's outputs were 24% one step from
     ONNX Runtime's. Folded the same way, every byte equals ONNX Runtime's."""
 
-    def constant(name, value, dtype):
-        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
-
     nodes = [
         helper.make_node("DequantizeLinear", ["x", "s", "z"], ["f"]),
         helper.make_node("AveragePool", ["f"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"]),
     ]
-    model = helper.make_model(
-        helper.make_graph(
-            nodes,
-            "average",
-            [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 16, 8, 8])],
-            [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 16, 4, 4])],
-            [constant("s", 0.05, np.float32), constant("z", 3, np.uint8)],
-        ),
-        opset_imports=[helper.make_opsetid("", 13)],
+    graph = helper.make_graph(
+        nodes,
+        "average",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 16, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 16, 4, 4])],
+        [_constant("s", 0.05, np.float32), _constant("z", 3, np.uint8)],
     )
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "average.onnx"))
     x = np.random.default_rng(0).integers(0, 256, (1, 16, 8, 8)).astype(np.uint8)
-    _build_and_compare(tmp_path / "average.onnx", tmp_path, "QAverage", [{"x": x}])
+    _build_and_compare(save_model(graph, tmp_path / "average.onnx"), tmp_path, "QAverage", [{"x": x}])
 
 
 def test_qlinear_add_rounds_ties_as_onnxruntime(tmp_path):
@@ -301,28 +287,21 @@ def test_qlinear_add_rounds_ties_as_onnxruntime(tmp_path):
     b = 216 make 40.5 computed from the centred values and 40.500008 fused: ONNX Runtime writes
     41. Over every pair (a, b), every byte equals ONNX Runtime's."""
 
-    def constant(name, value, dtype):
-        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
-
     node = helper.make_node(
         "QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft"
     )
     constants = [
-        constant("sa", 0.03135893, np.float32), constant("za", 162, np.uint8),
-        constant("sb", 0.0166666, np.float32), constant("zb", 137, np.uint8),
-        constant("sc", 0.01315279, np.float32), constant("zc", 0, np.uint8),
+        _constant("sa", 0.03135893, np.float32), _constant("za", 162, np.uint8),
+        _constant("sb", 0.0166666, np.float32), _constant("zb", 137, np.uint8),
+        _constant("sc", 0.01315279, np.float32), _constant("zc", 0, np.uint8),
     ]  # fmt: skip
     inputs = [helper.make_tensor_value_info(n, TensorProto.UINT8, [256, 256]) for n in ("a", "b")]
     output = helper.make_tensor_value_info("c", TensorProto.UINT8, [256, 256])
-    model = helper.make_model(
-        helper.make_graph([node], "add", inputs, [output], constants),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-    )
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "add.onnx"))
+    graph = helper.make_graph([node], "add", inputs, [output], constants)
+    path = save_model(graph, tmp_path / "add.onnx", 17, {"com.microsoft": 1})
     every = np.arange(256, dtype=np.uint8)  # every pair (a, b)
     feeds = {"a": np.repeat(every[:, None], 256, axis=1), "b": np.repeat(every[None, :], 256, axis=0)}
-    _build_and_compare(tmp_path / "add.onnx", tmp_path, "QAdd", [feeds], exact=True)
+    _build_and_compare(path, tmp_path, "QAdd", [feeds], exact=True)
 
 
 def test_qlinear_where_matches_onnxruntime(tmp_path):
@@ -330,15 +309,12 @@ def test_qlinear_where_matches_onnxruntime(tmp_path):
     hand): each input dequantized with its own scale and zero point, chosen, quantized to z's;
     broadcasting y; exactly ONNX Runtime's bytes."""
 
-    def constant(name, value, dtype):
-        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
-
     node = helper.make_node(
         "QLinearWhere", ["cond", "x", "xs", "xz", "y", "ys", "yz", "zs", "zz"], ["z"], domain="com.microsoft"
     )
     constants = [
-        constant("xs", 0.05, np.float32), constant("xz", 120, np.uint8), constant("ys", 0.11, np.float32),
-        constant("yz", 30, np.uint8), constant("zs", 0.07, np.float32), constant("zz", 128, np.uint8),
+        _constant("xs", 0.05, np.float32), _constant("xz", 120, np.uint8), _constant("ys", 0.11, np.float32),
+        _constant("yz", 30, np.uint8), _constant("zs", 0.07, np.float32), _constant("zz", 128, np.uint8),
     ]  # fmt: skip
     inputs = [
         helper.make_tensor_value_info("cond", TensorProto.BOOL, [4, 64]),
@@ -346,19 +322,15 @@ def test_qlinear_where_matches_onnxruntime(tmp_path):
         helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 64]),
     ]
     output = helper.make_tensor_value_info("z", TensorProto.UINT8, [4, 64])
-    model = helper.make_model(
-        helper.make_graph([node], "where", inputs, [output], constants),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-    )
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "where.onnx"))
+    graph = helper.make_graph([node], "where", inputs, [output], constants)
+    path = save_model(graph, tmp_path / "where.onnx", 17, {"com.microsoft": 1})
     rng = np.random.default_rng(0)
     feeds = {
         "cond": rng.random((4, 64)) > 0.5,
         "x": rng.integers(0, 256, (4, 64)).astype(np.uint8),
         "y": rng.integers(0, 256, (1, 64)).astype(np.uint8),
     }
-    _build_and_compare(tmp_path / "where.onnx", tmp_path, "QWhere", [feeds])
+    _build_and_compare(path, tmp_path, "QWhere", [feeds])
 
 
 @pytest.mark.skipif(

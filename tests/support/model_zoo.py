@@ -32,10 +32,14 @@ def _model(graph: onnx.GraphProto, opset: int = OPSET) -> onnx.ModelProto:
     return model
 
 
-def save_model(graph: onnx.GraphProto, path, opset: int = 13):
+def save_model(graph: onnx.GraphProto, path, opset: int = 13, domains: dict[str, int] | None = None):
     """``graph`` as a model file at ``path`` (IR version 8, not checked: tests build hostile and
-    old-style graphs on purpose); returns ``path``."""
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    old-style graphs on purpose), importing ``domains`` (name: version) too; returns ``path``."""
+    opsets = [
+        helper.make_opsetid("", opset),
+        *(helper.make_opsetid(d, v) for d, v in (domains or {}).items()),
+    ]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
