@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import re
 
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from relay2cmake.arena import align_up
 from relay2cmake.errors import ModelError
+
+if TYPE_CHECKING:
+    from tvm.ir import IRModule
 
 _DEFINITION = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args,.*\{$", re.M)
 _ALLOC = re.compile(r"TVMBackendAllocWorkspace\(\d+, \w+, \(uint64_t\)(\d+)ULL, ")
@@ -19,6 +26,53 @@ _NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
 _NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\d+)\)")
 _PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)")
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
+# A float constant ``exact_constants`` set aside, and TVM's declaration of it as a function.
+_EXACT = "r2c_exact_constant"
+_EXACT_CALL = re.compile(_EXACT + r"\((\d+)\)")
+_EXACT_DECLARATION = re.compile(r"^TVM_DLL \w+ " + _EXACT + r"\(int32_t\);\n", re.M)
+_EXACT_TYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def exact_constants(prims: IRModule) -> tuple[IRModule, tuple[str, ...]]:
+    """``prims`` with each float32/float64 constant that TVM's C code generator would print
+    inexactly replaced by a numbered placeholder call, and the exact C literal of each.
+
+    TVM prints float constants with C++'s default six decimals (``7.071068e-01f``): float32
+    needs up to nine significant digits, float64 seventeen. The scales of a quantized model
+    then land an ulp off, which moves rounding ties: a ResNet-50 quantized by ONNX Runtime
+    had a third of its outputs one or two steps from TVM's VM in the C kernels only (its
+    QLinearAdd ratios are float64 constants). ``restore_constants`` puts the literals back."""
+    import tvm_ffi
+    from tvm import tirx
+
+    literals: list[str] = []
+    numbers: dict[tuple[str, str], int] = {}
+
+    def placeholder(constant):
+        dtype = str(constant.ty)
+        kind = _EXACT_TYPES.get(dtype)
+        if kind is None or not np.isfinite(constant.value):
+            return constant
+        value = kind(constant.value)
+        if kind(float(f"{float(value):e}")) == value:  # TVM's own print is exact
+            return constant
+        literal = np.format_float_scientific(value, unique=True) + ("f" if kind is np.float32 else "")
+        number = numbers.setdefault((dtype, literal), len(literals))
+        if number == len(literals):
+            literals.append(literal)
+        return tirx.call_pure_extern(dtype, _EXACT, tirx.IntImm("int32", number))
+
+    return tvm_ffi.structural_map(prims, [(tirx.FloatImm, placeholder)]), tuple(literals)
+
+
+def restore_constants(source: str, literals: tuple[str, ...]) -> str:
+    """TVM's C ``source`` of a module from ``exact_constants``, its placeholders replaced by
+    the exact literals (shortest round-trip decimals, which C parses to the same value)."""
+    body = _EXACT_DECLARATION.sub("", source)
+    body = _EXACT_CALL.sub(lambda match: f"({literals[int(match.group(1))]})", body)
+    if _EXACT in body:
+        raise ModelError("TVM's C output uses an exact float constant in an unexpected form; cannot adapt it.")
+    return body
 
 
 def scratch_bytes(source: str, sized_elsewhere: frozenset[str] = frozenset()) -> dict[str, int]:

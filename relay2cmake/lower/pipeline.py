@@ -166,6 +166,16 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
             raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None
 
 
+def c_kernels_source(prims: IRModule) -> str:
+    """TVM's C code of ``prims`` (as ``build_kernels`` builds it), every float constant
+    exact (``c_source.exact_constants``)."""
+    import tvm
+
+    exact, literals = c_source.exact_constants(prims)
+    source = build_kernels(exact, tvm.target.Target("c"), "C code").inspect_source()
+    return c_source.restore_constants(source, literals)
+
+
 def _wide_object(
     prims,
     prefix: str,
@@ -605,7 +615,6 @@ def lower(
     ``optimise=False`` (the plain path): no optional rewrite, no schedule, no AVX-512 twin."""
     import tvm
 
-    c_target = tvm.target.Target("c")
     main, prims, fallbacks = lowered_kernels(module, prefix, winograd, optimise)
     tuning = tuning if optimise else None
     called = prims.get_global_vars()
@@ -617,7 +626,7 @@ def lower(
             prefix, main, kernel_symbols={}, kernel_scratch={}, code=code, fallbacks=fallbacks
         )
     as_c = _cut_products_tiled(prims) if optimise else prims
-    source = build_kernels(as_c, c_target, "C code").inspect_source()
+    source = c_kernels_source(as_c)
     bounds = dim_bounds(main)
     # Kernels with run-time dimensions: bounded by their intermediates at the largest values.
     scratch = c_source.scratch_bytes(source, _symbolic_symbols(as_c) if bounds else frozenset())
@@ -639,7 +648,7 @@ def lower(
             subset = tvm.IRModule(
                 {gv: f for gv, f in prims.functions.items() if gv.name_hint in object_set.in_c}
             )
-            in_c = c_source.adapt(build_kernels(subset, c_target, "C code").inspect_source(), abi_header)
+            in_c = c_source.adapt(c_kernels_source(subset), abi_header)
             object_set = dataclasses.replace(object_set, c_source=in_c)
         wide = target.wide_variant() if optimise else None
         if wide is not None:

@@ -791,3 +791,29 @@ def test_each_kernel_set_has_its_integer_dot_product(label, instruction, hwcaps)
     target = KernelTarget.from_label(label)
     assert target.int8_dot_instruction == instruction
     assert target.aarch64_hwcaps == hwcaps
+
+
+def test_c_kernels_print_every_float_constant_exactly():
+    """TVM's C code generator prints float constants with six decimals (0.70710677f as
+    7.071068e-01f, a float64 ratio as 1.267153e+00): the C kernels computed with constants an
+    ulp or more off, and a ResNet-50 quantized by ONNX Runtime had a third of its outputs a
+    step or two from TVM's VM in the C kernels only. Each inexact one is now its shortest
+    exact literal; exact ones stay as TVM prints them."""
+    import tvm
+    from tvm.script import tirx as T
+
+    from relay2cmake.lower.pipeline import c_kernels_source
+
+    @T.prim_func
+    def scale(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float64")):
+        T.func_attr({"global_symbol": "scale"})
+        for i in range(4):
+            a[i] = a[i] * T.float32(0.70710677) + T.float32(0.5)
+            b[i] = b[i] * T.float64(1.2671530246734619)
+
+    source = c_kernels_source(tvm.IRModule({"scale": scale}))
+    floats = {float(t) for t in re.findall(r"([0-9.]+e[+-][0-9]+)f", source)}
+    doubles = {float(t) for t in re.findall(r"([0-9.]+e[+-][0-9]+)(?![0-9f])", source)}
+    assert {np.float32(v) for v in floats} == {np.float32(0.70710677), np.float32(0.5)}, source
+    assert doubles == {1.2671530246734619}, source
+    assert "5.000000e-01f" in source and "r2c_exact_constant" not in source
