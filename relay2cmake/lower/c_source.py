@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,7 +70,7 @@ def restore_constants(source: str, literals: tuple[str, ...]) -> str:
     body = _EXACT_DECLARATION.sub("", source)
     body = _EXACT_CALL.sub(lambda match: f"({literals[int(match.group(1))]})", body)
     if _EXACT in body:
-        raise ModelError("TVM's C output uses an exact float constant in an unexpected form; cannot adapt it.")
+        raise ModelError("TVM's C output holds a float constant in an unexpected form; cannot adapt it.")
     return body
 
 
