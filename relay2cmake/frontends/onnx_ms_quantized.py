@@ -11,11 +11,13 @@ accept 1)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter, _get_convert_map
 
-from relay2cmake.frontends.onnx_converter_support import _constant_value, _static_shape
+from relay2cmake.frontends.onnx_converter_support import OPSET, _constant_value, _static_shape
 from relay2cmake.frontends.onnx_quantized import (
     _centred,
     _integer_matmul,
@@ -53,7 +55,7 @@ def _fused_multiply_add(bb, x, ratio: np.float32, addend):
 
 class QLinearAdd(OnnxOpConverter):
     """ONNX Runtime's x86 kernel (MLAS, AVX2 and AVX-512 machines): with r_a = s_a / s_c,
-    r_b = s_b / s_c and k = z_c - (r_a z_a + r_b z_b), ``fma(a, r_a, fma(b, r_b, k))`` on the raw
+    r_b = s_b / s_c and k = z_c - fma(r_a, z_a, r_b z_b), ``fma(a, r_a, fma(b, r_b, k))`` on the raw
     8-bit values, rounded half to even. Computed as ``(a - z_a) r_a + (b - z_b) r_b + z_c``
     the sum is a few ulps apart, which decides exact ties: a ResNet-50 quantized by ONNX
     Runtime had 33 of 802,816 values of its first residual add one step off, and 31% of its
@@ -73,7 +75,11 @@ class QLinearAdd(OnnxOpConverter):
         )
         if int(np.prod(_static_shape(a))) == 1 and int(np.prod(_static_shape(b))) > 1:
             a, b, ratio_a, ratio_b, za, zb = b, a, ratio_b, ratio_a, zb, za  # the scalar is b
-        fixed = np.float32(zc) - (ratio_a * np.float32(za) + ratio_b * np.float32(zb))
+        # k as ONNX Runtime's compiler contracts it: zc - fma(r_a, z_a, r_b z_b) (float64 holds
+        # the product and sum of these few bits exactly; a ViT-Tiny's residual add had 2 of
+        # 37,824 values a step apart with k rounded twice)
+        product_b = np.float64(ratio_b * np.float32(zb))
+        fixed = np.float32(zc) - np.float32(np.float64(ratio_a) * np.float64(za) + product_b)
         if int(np.prod(_static_shape(b))) == 1:  # a scalar b joins the fixed part: mul, add
             scaled = relax.op.multiply(relax.op.astype(b, "float32"), relax.const(ratio_b, "float32"))
             partial = bb.emit(relax.op.add(relax.const(np.float32(fixed), "float32"), scaled))
@@ -172,7 +178,6 @@ def _float_operator(op_name: str, bb, inputs, attr, params):
     """The float operator as the importer converts it: our pooling converters, else TVM's
     (at QLinearSoftmax's ``opset`` attribute where it has one: Softmax's meaning changed at 13)."""
     from relay2cmake.frontends import onnx_pooling
-    from relay2cmake.frontends.onnx_converter_support import OPSET
 
     attr = dict(attr)
     version = int(attr.pop("opset", 0)) or OPSET.get()
@@ -215,7 +220,57 @@ class QLinearLeakyRelu(_ThroughFloat):
 
 
 class QLinearSoftmax(_ThroughFloat):
+    """ONNX Runtime's kernel, which is not a float softmax quantized: e^(x - max) from a
+    256-entry float32 table built in float64 (each entry scaled by e^b, b = ln(FLT_MAX / D) - 5,
+    so that a row's sum cannot overflow), the row summed in float32, and each output
+    ``round(e * floor(1 / y_scale) / sum) + y_zero``, saturated above only. The ONNX softmax
+    of the dequantized values, quantized, is up to a step apart: a ViT-Tiny quantized by ONNX
+    Runtime (QDQ, which ONNX Runtime runs as this kernel) had 212 of its first attention's
+    probabilities one step off, and 64% of its logits apart. A scale known only at run time
+    or a row length not known now: that float path."""
+
     FLOAT_OPERATOR = "Softmax"
+
+    @classmethod
+    def _impl_v1(cls, bb, inputs, attr, params):
+        x, x_scale = inputs[0], inputs[1]
+        y_scale, y_zero = inputs[3], inputs[4] if len(inputs) > 4 else None
+        scales = [_constant_value(v, params) for v in (x_scale, y_scale)]
+        shape = _static_shape(x)
+        if any(v is None or v.size != 1 for v in scales) or shape is None or any(d is None for d in shape):
+            return super()._impl_v1(bb, inputs, attr, params)
+        opset = int(attr.get("opset", 0)) or OPSET.get()
+        axis = int(attr.get("axis", 1 if opset < 13 else -1)) % len(shape)
+        row = int(np.prod(shape[axis:])) if opset < 13 else int(shape[axis])
+        table = _softmax_table(float(np.asarray(scales[0]).reshape(())), row)
+        values = x
+        if opset < 13:  # the operator's rows: every axis from ``axis`` on
+            values = bb.emit(relax.op.reshape(x, [*shape[:axis], row]))
+        reduce_axis = axis if opset >= 13 else len(shape[:axis])
+        largest = bb.emit(relax.op.max(relax.op.astype(values, "int32"), axis=[reduce_axis], keepdims=True))
+        # x - max + 255 picks e^((x - max) s) (times e^b) from the table, for int8 and uint8 alike
+        index = relax.op.subtract(relax.op.astype(values, "int32"), largest)
+        index = bb.emit(relax.op.add(index, relax.const(255, "int32")))
+        exps = bb.emit(relax.op.take(relax.const(table, "float32"), index, axis=0))
+        total = bb.emit(relax.op.sum(exps, axis=[reduce_axis], keepdims=True))
+        levels = np.float32(np.floor(np.float32(1.0) / np.float32(np.asarray(scales[1]).reshape(()))))
+        scaled = relax.op.divide(relax.op.multiply(exps, relax.const(levels, "float32")), total)
+        value = relax.op.round(scaled)
+        if y_zero is not None:
+            value = relax.op.add(value, relax.op.astype(y_zero, "float32"))
+        dtype = _output_type(y_zero, x)
+        value = relax.op.minimum(value, relax.const(np.float32(255), "float32"))  # (saturated above only)
+        result = bb.emit(relax.op.astype(value, "int32"))
+        result = bb.emit(relax.op.astype(result, dtype))  # int8 keeps the low byte, as ONNX Runtime's cast
+        return bb.emit(relax.op.reshape(result, shape)) if opset < 13 else result
+
+
+def _softmax_table(x_scale: float, row: int) -> np.ndarray:
+    """QLinearSoftmax's table: entry 255 - k holds e^(-k x_scale) times e^b (float64, then
+    float32), as ONNX Runtime builds it."""
+    shift = max(0.0, math.log(float(np.finfo(np.float32).max) / row) - 5.0) / x_scale
+    steps = np.arange(256, dtype=np.float64) - 255.0
+    return np.exp((steps + shift) * x_scale).astype(np.float32)
 
 
 class QLinearAveragePool(_ThroughFloat):

@@ -61,11 +61,18 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             continue
         x = dequantized(node.input[0], constant=False)
         w = dequantized(node.input[1], constant=True)
+        # Both operands computed (attention's Q.K^T and P.V): QLinearMatMul too, per tensor
+        # and with a quantized result, as ONNX Runtime runs it (its float product rounds apart).
+        computed = w is None and node.op_type == "MatMul"
+        if computed:
+            w = dequantized(node.input[1], constant=False)
         if x is None or w is None or not per_tensor(x) or not x[2] or not w[2]:
             continue  # (the QLinear operators need both zero points: they carry the types)
-        if constants[w[0]].dtype not in (np.int8, np.uint8):
+        if constants[w[2] if computed else w[0]].dtype not in (np.int8, np.uint8):
             continue
         quantize = _sole_quantize(node, consumers, outputs)
+        if computed and (quantize is None or not per_tensor(w)):
+            continue
         if quantize is None:
             # A float result (a transformer's projections, whose consumers take float): the
             # product in integers all the same, scaled to float as ONNX Runtime's
@@ -92,7 +99,7 @@ def integer_operators(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             folded = helper.make_node("QLinearConv", inputs, [quantize.output[0]], name=node.name)
             folded.attribute.extend(node.attribute)
         elif node.op_type == "MatMul":
-            rank = constants[w[0]].ndim
+            rank = 2 if computed else constants[w[0]].ndim
             if rank != 2 or (not per_tensor(w) and int(w[3]) % rank != 1):  # per column: axis 1
                 continue
             inputs = [x[0], x[1], x[2], w[0], w[1], w[2], y_scale, y_zero]
@@ -163,13 +170,14 @@ def _binary_in_integers(node, consumers, outputs, dequantized, constants: _Const
     return helper.make_node(name, inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT), quantize
 
 
-def _averaged_as_onnxruntime(node, consumers, outputs, dequantized, constants: _Constants):
-    """DequantizeLinear -> AveragePool -> QuantizeLinear, per tensor, is ONNX Runtime's
-    QLinearAveragePool (com.microsoft), which it runs in their place: its rounding adds the
-    zero point before rounding (``nearbyint(y / scale + zero)``) where QuantizeLinear rounds
-    first, so at the ties a 2x2 average makes (a quarter of its values) the two differ by one
-    where the zero point is odd: a DenseNet-121's outputs, 24% one step apart. (The new node,
-    the QuantizeLinear it replaces), or None."""
+def _unary_as_onnxruntime(node, consumers, outputs, dequantized, constants: _Constants):
+    """DequantizeLinear -> AveragePool or Softmax -> QuantizeLinear, per tensor, is ONNX
+    Runtime's QLinearAveragePool or QLinearSoftmax (com.microsoft), which it runs in their
+    place, and which round apart from the float operator quantized: QLinearAveragePool adds
+    the zero point before rounding (``nearbyint(y / scale + zero)``; at the ties a 2x2
+    average makes, a DenseNet-121's outputs were 24% one step apart where the zero point is
+    odd); QLinearSoftmax is a table-driven kernel of its own (``QLinearSoftmax``: a
+    ViT-Tiny's logits, 64% apart). (The new node, the QuantizeLinear it replaces), or None."""
     quantize = _sole_quantize(node, consumers, outputs) if len(node.output) == 1 else None
     x = dequantized(node.input[0], constant=False)
     if quantize is None or x is None or not x[2] or len(quantize.input) < 3:
@@ -183,11 +191,11 @@ def _averaged_as_onnxruntime(node, consumers, outputs, dequantized, constants: _
     ):
         return None
     inputs = [x[0], *parameters]
-    averaged = helper.make_node(
-        "QLinearAveragePool", inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT
+    unary = helper.make_node(
+        f"QLinear{node.op_type}", inputs, [quantize.output[0]], name=node.name, domain=MICROSOFT
     )
-    averaged.attribute.extend(node.attribute)
-    return averaged, quantize
+    unary.attribute.extend(node.attribute)  # (QLinearSoftmax's opset: the model's, at conversion)
+    return unary, quantize
 
 
 def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constants):
@@ -217,7 +225,8 @@ def _pooled_in_place(node, consumers, outputs, dequantized, constants: _Constant
 
 _IN_PLACE_FOLDS = {
     "MaxPool": _pooled_in_place,
-    "AveragePool": _averaged_as_onnxruntime,
+    "AveragePool": _unary_as_onnxruntime,
+    "Softmax": _unary_as_onnxruntime,
     "Add": _binary_in_integers,
     "Mul": _binary_in_integers,
 }

@@ -281,20 +281,28 @@ def test_qdq_average_pool_rounds_as_onnxruntime(tmp_path):
     _build_and_compare(save_model(graph, tmp_path / "average.onnx"), tmp_path, "QAverage", [{"x": x}])
 
 
-def test_qlinear_add_rounds_ties_as_onnxruntime(tmp_path):
-    """ONNX Runtime's QLinearAdd computes fma(a, r_a, fma(b, r_b, k)) on the raw values; with
-    the scales of a ResNet-50's first residual add (quantized by ONNX Runtime), a = 137 and
-    b = 216 make 40.5 computed from the centred values and 40.500008 fused: ONNX Runtime writes
-    41. Over every pair (a, b), every byte equals ONNX Runtime's."""
+@pytest.mark.parametrize(
+    "scales",
+    [
+        pytest.param((0.03135893, 162, 0.0166666, 137, 0.01315279, 0), id="resnet50"),
+        pytest.param((0.02070417, 121, 0.00016274463, 126, 0.020678964, 122), id="vit_tiny"),
+    ],
+)
+def test_qlinear_add_rounds_ties_as_onnxruntime(scales, tmp_path):
+    """ONNX Runtime's QLinearAdd computes fma(a, r_a, fma(b, r_b, k)) on the raw values, with
+    k = z_c - fma(r_a, z_a, r_b z_b); with the scales of a ResNet-50's first residual add
+    (quantized by ONNX Runtime), a = 137 and b = 216 make 40.5 computed from the centred values
+    and 40.500008 fused: ONNX Runtime writes 41. With a ViT-Tiny's, k rounded twice (not
+    fused) put 189 + 179 at 190.5, where ONNX Runtime writes 191. Over every pair (a, b), every
+    byte equals ONNX Runtime's."""
 
     node = helper.make_node(
         "QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft"
     )
+    names = ("sa", "za", "sb", "zb", "sc", "zc")
     constants = [
-        _constant("sa", 0.03135893, np.float32), _constant("za", 162, np.uint8),
-        _constant("sb", 0.0166666, np.float32), _constant("zb", 137, np.uint8),
-        _constant("sc", 0.01315279, np.float32), _constant("zc", 0, np.uint8),
-    ]  # fmt: skip
+        _constant(n, v, np.float32 if n[0] == "s" else np.uint8) for n, v in zip(names, scales, strict=True)
+    ]
     inputs = [helper.make_tensor_value_info(n, TensorProto.UINT8, [256, 256]) for n in ("a", "b")]
     output = helper.make_tensor_value_info("c", TensorProto.UINT8, [256, 256])
     graph = helper.make_graph([node], "add", inputs, [output], constants)
@@ -302,6 +310,70 @@ def test_qlinear_add_rounds_ties_as_onnxruntime(tmp_path):
     every = np.arange(256, dtype=np.uint8)  # every pair (a, b)
     feeds = {"a": np.repeat(every[:, None], 256, axis=1), "b": np.repeat(every[None, :], 256, axis=0)}
     _build_and_compare(path, tmp_path, "QAdd", [feeds], exact=True)
+
+
+def test_quantized_attention_and_softmax_match_onnxruntime(tmp_path):
+    """An attention block as ONNX Runtime's quantizer writes it in QDQ format (Q.K^T and P.V
+    between two computed 8-bit tensors, the softmax between DequantizeLinear and
+    QuantizeLinear), which ONNX Runtime runs as QLinearMatMul and its table-driven
+    QLinearSoftmax; and QLinearSoftmax itself, int8 and at opset 12 (rows over every axis from
+    ``axis``). Computed in float instead, a ViT-Tiny's first attention had 212 probabilities
+    one step off and 64% of its logits apart. Every byte equals ONNX Runtime's."""
+
+    def dequantize(x, scale):
+        return helper.make_node("DequantizeLinear", [x, scale, f"{scale}_zero"], [f"{x}_float"])
+
+    def quantize(x, scale, out):
+        return helper.make_node("QuantizeLinear", [x, scale, f"{scale}_zero"], [out])
+
+    nodes = [
+        quantize("q", "s_q", "q_8"), quantize("k", "s_k", "k_8"), quantize("v", "s_v", "v_8"),
+        dequantize("q_8", "s_q"), dequantize("k_8", "s_k"), dequantize("v_8", "s_v"),
+        helper.make_node("MatMul", ["q_8_float", "k_8_float"], ["scores"]),
+        quantize("scores", "s_scores", "scores_8"), dequantize("scores_8", "s_scores"),
+        helper.make_node("Softmax", ["scores_8_float"], ["probs"], axis=-1),
+        quantize("probs", "s_probs", "probs_8"), dequantize("probs_8", "s_probs"),
+        helper.make_node("MatMul", ["probs_8_float", "v_8_float"], ["attended"]),
+        quantize("attended", "s_out", "attended_8"),
+        helper.make_node(
+            "QLinearSoftmax", ["x", "s_x", "s_x_zero", "s_y", "s_y_zero"], ["y"],
+            domain="com.microsoft", opset=12, axis=1,
+        ),
+    ]  # fmt: skip
+    scales = {"s_q": (0.05, 128), "s_k": (0.05, 128), "s_v": (0.04, 128), "s_scores": (0.08, 128)}
+    scales |= {"s_probs": (1 / 256, 0), "s_out": (0.03, 128)}
+    constants = [_constant(n, s, np.float32) for n, (s, _) in scales.items()]
+    constants += [_constant(f"{n}_zero", z, np.uint8) for n, (_, z) in scales.items()]
+    constants += [_constant("s_x", 0.07, np.float32), _constant("s_x_zero", 3, np.int8)]
+    constants += [_constant("s_y", 1 / 256, np.float32), _constant("s_y_zero", -128, np.int8)]
+    shapes = {"q": [1, 2, 48, 16], "k": [1, 2, 16, 48], "v": [1, 2, 48, 16]}
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in shapes.items()]
+    inputs.append(helper.make_tensor_value_info("x", TensorProto.INT8, [4, 3, 10]))
+    outputs = [
+        helper.make_tensor_value_info("attended_8", TensorProto.UINT8, [1, 2, 48, 16]),
+        helper.make_tensor_value_info("y", TensorProto.INT8, [4, 3, 10]),
+    ]
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, constants)
+    path = save_model(graph, tmp_path / "attention.onnx", 17, {"com.microsoft": 1})
+    rng = np.random.default_rng(0)
+    feeds = [
+        {
+            **{n: rng.normal(0, 2.5, shape).astype(np.float32) for n, shape in shapes.items()},
+            "x": rng.integers(-128, 128, (4, 3, 10)).astype(np.int8),
+        }
+        for _ in range(2)
+    ]
+    _build_and_compare(path, tmp_path, "QAttention", feeds, exact=True)
+    # gen's golden outputs are ONNX Runtime's as a user runs it (QDQ groups as integer
+    # kernels), not the float graph as written, whose sums round apart
+    import onnxruntime
+
+    golden = tmp_path / "pkg" / "tests" / "golden"
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    recorded = {n: np.load(golden / f"input_{i}.npy") for i, n in enumerate(names)}
+    for index, want in enumerate(session.run(None, recorded)):
+        np.testing.assert_array_equal(np.load(golden / f"expected_{index}.npy"), want)
 
 
 def test_qlinear_where_matches_onnxruntime(tmp_path):
