@@ -48,12 +48,19 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
     can land on the other side; ResNet-18 quantized by ONNX Runtime differed from it by one
     quantum in a few outputs of its 8th convolution, and by layer 4 in 13% of them."""
     value = relax.op.multiply(relax.op.astype(accumulated, "float32"), relax.op.astype(multiplier, "float32"))
-    # An integer from here on: the zero point adds exactly up to 2**24, and beyond that the sum
-    # saturates either way.
-    value = relax.op.round(value)
+    # Clamped before rounding to the range less the zero point (integer bounds: the same result),
+    # rounded straight into int32 (one ``cvtps2dq``: ``numerics.rounded_conversions``), the
+    # zero point added in int32: the requantizing epilogue's shortest exact form.
+    limits = np.iinfo(np.dtype(dtype))
+    low, high = relax.const(np.float32(limits.min), "float32"), relax.const(np.float32(limits.max), "float32")
     if zero_point is not None:
-        value = relax.op.add(value, relax.op.astype(zero_point, "float32"))
-    return _clipped(value, dtype)
+        zero = relax.op.astype(zero_point, "float32")
+        low, high = relax.op.subtract(low, zero), relax.op.subtract(high, zero)
+    value = relax.op.maximum(relax.op.minimum(value, high), low)
+    rounded = relax.op.astype(relax.op.round(value), "int32")
+    if zero_point is not None:
+        rounded = relax.op.add(rounded, relax.op.astype(zero_point, "int32"))
+    return relax.op.astype(rounded, dtype)
 
 
 def _saturated(value, dtype: str):

@@ -33,6 +33,7 @@ from relay2cmake.lower.rewrites.numerics import (
     nan_aware_comparisons,
     nan_propagating,
     onnx_numerics,
+    rounded_conversions,
 )
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
@@ -161,6 +162,8 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             llvm = target.kind.name == "llvm"
             ieee = nan_propagating(nan_aware_comparisons(prims, llvm), llvm=llvm)
+            if llvm:
+                ieee = rounded_conversions(ieee)
             return tvm.tirx.build(ieee, target=target)
         except Exception as exc:
             raise ModelError(f"TVM could not generate {what} for this model: {describe(exc)}") from None

@@ -65,6 +65,7 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
     a select, with operands that are not plain loads or constants bound once (``Let``): a
     select reads ``a`` twice, and nested clamps (GridSample's reflection) would grow
     exponentially."""
+    import tvm
     import tvm_ffi
     from tvm import tirx
 
@@ -93,8 +94,12 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
         return _with_bindings(chosen, bindings)
 
     def to_integer(cast):
-        integer = str(cast.ty).startswith(("int", "uint"))
-        return tirx.Cast(str(cast.ty), clamp(cast.value)) if integer else cast
+        if not str(cast.ty).startswith(("int", "uint")):
+            return cast
+        value = cast.value
+        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") in _ROUNDINGS:  # a clamp, rounded
+            value = tirx.call_intrin(str(value.ty), value.op.name, clamp(value.args[0]))
+        return tirx.Cast(str(cast.ty), clamp(value))
 
     clamps_to_integers = tvm_ffi.structural_map(prims, [(tirx.Cast, to_integer)])
     return tvm_ffi.structural_map(
@@ -159,6 +164,27 @@ def nan_aware_comparisons(prims: IRModule, llvm: bool = False) -> IRModule:
 
     # post-order: a Not sees its comparison already rewritten by ``plain``
     return tvm_ffi.structural_map(prims, [(comparisons, plain), (tirx.Not, negation)])
+
+
+_ROUNDINGS = frozenset({"tirx.round", "tirx.nearbyint"})
+
+
+def rounded_conversions(prims: IRModule) -> IRModule:
+    """For LLVM: float32 rounded half to even and converted to int32 as LLVM's ``lrint`` (one
+    ``cvtps2dq`` / ``fcvtns`` under the default rounding mode, which is half to even) instead
+    of ``nearbyint`` then a truncating conversion. Out of range, both are undefined."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    def converted(cast):
+        value = cast.value
+        rounding = isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") in _ROUNDINGS
+        if not rounding or not str(cast.ty).startswith("int32") or not str(value.ty).startswith("float32"):
+            return cast
+        return tirx.call_llvm_pure_intrin(str(cast.ty), "llvm.lrint", value.args[0])
+
+    return tvm_ffi.structural_map(prims, [(tirx.Cast, converted)])
 
 
 def _isnan(expr):
