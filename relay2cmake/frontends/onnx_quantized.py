@@ -64,14 +64,12 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
 
 
 def _saturated(value, dtype: str):
-    """A float ``value`` rounded half to even and saturated to the integer ``dtype``."""
-    return _clipped(relax.op.round(value), dtype)
-
-
-def _clipped(value, dtype: str):
-    """An integer-valued float ``value`` saturated to the integer ``dtype``."""
+    """A float ``value`` rounded half to even and saturated to the integer ``dtype``: clamped
+    first (the bounds are integers, so the same result) and rounded straight into int32 (as
+    ``_requantized``: one ``cvtps2dq``)."""
     limits = np.iinfo(np.dtype(dtype))
-    return relax.op.astype(relax.op.clip(value, float(limits.min), float(limits.max)), dtype)
+    clamped = relax.op.clip(value, float(limits.min), float(limits.max))
+    return relax.op.astype(relax.op.astype(relax.op.round(clamped), "int32"), dtype)
 
 
 def _multiplier(bb, *scales, view: list[int] | None = None):

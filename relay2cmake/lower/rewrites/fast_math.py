@@ -164,8 +164,9 @@ ROOT_EXPONENTS = (0.25, 0.5, 0.75, 1.5)
 
 
 def _rounded_divisions(module: IRModule) -> list:
-    """The divisions whose quotient is rounded, possibly after adding a zero point
-    (quantization: ``round(x / scale) + zero``, ONNX Runtime's ``nearbyint(y / scale + zero)``).
+    """The divisions whose quotient is rounded, possibly after adding a zero point or clamping
+    (quantization: ``round(x / scale) + zero``, ONNX Runtime's ``nearbyint(y / scale + zero)``,
+    ours clamped before rounding).
     They stay divisions: times the reciprocal, a quotient an ulp off lands on the other side
     of a rounding tie from ONNX Runtime, which divides (a quantized 2x2 average pool: 1.4% of its
     values one step apart)."""
@@ -173,7 +174,8 @@ def _rounded_divisions(module: IRModule) -> list:
     from tvm import relax
 
     round_op, divide = tvm.ir.Op.get("relax.round"), tvm.ir.Op.get("relax.divide")
-    shifts = (tvm.ir.Op.get("relax.add"), tvm.ir.Op.get("relax.subtract"))
+    passing = ("add", "subtract", "clip", "maximum", "minimum")  # a zero point, a clamp
+    shifts = tuple(tvm.ir.Op.get(f"relax.{name}") for name in passing)
     values: dict = {}
     found: list = []
 
