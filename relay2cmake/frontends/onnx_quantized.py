@@ -48,9 +48,14 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
     can land on the other side; ResNet-18 quantized by ONNX Runtime differed from it by one
     quantum in a few outputs of its 8th convolution, and by layer 4 in 13% of them."""
     value = relax.op.multiply(relax.op.astype(accumulated, "float32"), relax.op.astype(multiplier, "float32"))
-    # Clamped before rounding to the range less the zero point (integer bounds: the same result),
-    # rounded straight into int32 (one ``cvtps2dq``: ``numerics.rounded_conversions``), the
-    # zero point added in int32: the requantizing epilogue's shortest exact form.
+    return _saturated(value, dtype, zero_point)
+
+
+def _saturated(value, dtype: str, zero_point=None):
+    """A float ``value`` rounded half to even, plus ``zero_point``, saturated to the integer
+    ``dtype``, in the fewest vector operations: clamped first to the range less the zero
+    point (the bounds are integers, so the same result), rounded straight into int32 (one
+    ``cvtps2dq``: ``numerics.rounded_conversions``), the zero point added in int32."""
     limits = np.iinfo(np.dtype(dtype))
     low, high = relax.const(np.float32(limits.min), "float32"), relax.const(np.float32(limits.max), "float32")
     if zero_point is not None:
@@ -61,15 +66,6 @@ def _requantized(accumulated, multiplier, zero_point, dtype: str):
     if zero_point is not None:
         rounded = relax.op.add(rounded, relax.op.astype(zero_point, "int32"))
     return relax.op.astype(rounded, dtype)
-
-
-def _saturated(value, dtype: str):
-    """A float ``value`` rounded half to even and saturated to the integer ``dtype``: clamped
-    first (the bounds are integers, so the same result) and rounded straight into int32 (as
-    ``_requantized``: one ``cvtps2dq``)."""
-    limits = np.iinfo(np.dtype(dtype))
-    clamped = relax.op.clip(value, float(limits.min), float(limits.max))
-    return relax.op.astype(relax.op.astype(relax.op.round(clamped), "int32"), dtype)
 
 
 def _multiplier(bb, *scales, view: list[int] | None = None):
