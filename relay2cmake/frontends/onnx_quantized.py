@@ -10,6 +10,7 @@ kernels a quantized model wants (the int8 issue).
 from __future__ import annotations
 
 import numpy as np
+import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
@@ -58,14 +59,31 @@ def _saturated(value, dtype: str, zero_point=None):
     ``cvtps2dq``: ``numerics.rounded_conversions``), the zero point added in int32."""
     limits = np.iinfo(np.dtype(dtype))
     low, high = relax.const(np.float32(limits.min), "float32"), relax.const(np.float32(limits.max), "float32")
-    if zero_point is not None:
+    zero_point = _scalar_constant(zero_point)
+    if isinstance(zero_point, int):  # bounds as numbers in the kernel: LLVM then knows them not NaN
+        low = relax.const(np.float32(limits.min - zero_point))
+        high = relax.const(np.float32(limits.max - zero_point))
+    elif zero_point is not None:
         zero = relax.op.astype(zero_point, "float32")
         low, high = relax.op.subtract(low, zero), relax.op.subtract(high, zero)
-    value = relax.op.maximum(relax.op.minimum(value, high), low)
+    value = relax.op.minimum(relax.op.maximum(value, low), high)  # NaN: the lowest (saturating_clamps)
     rounded = relax.op.astype(relax.op.round(value), "int32")
-    if zero_point is not None:
+    if isinstance(zero_point, int):
+        rounded = relax.op.add(rounded, relax.const(np.int32(zero_point)))
+    elif zero_point is not None:
         rounded = relax.op.add(rounded, relax.op.astype(zero_point, "int32"))
     return relax.op.astype(rounded, dtype)
+
+
+def _scalar_constant(zero_point):
+    """A zero point that is one number known now, as an int; otherwise as it is. A 0-d
+    constant operand becomes a number in the kernel (TVM's legalization); a computed one is a
+    parameter, and a clamp against a parameter costs LLVM two more vector operations per
+    bound (it must allow for NaN: ``numerics.saturating_clamps``)."""
+    if not isinstance(zero_point, tvm.ir.Constant):
+        return zero_point
+    values = zero_point.value.numpy()
+    return int(values.reshape(-1)[0]) if values.size == 1 else zero_point
 
 
 def _multiplier(bb, *scales, view: list[int] | None = None):

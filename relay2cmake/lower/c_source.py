@@ -136,6 +136,8 @@ def adapt(source: str, abi_header: str) -> str:
         raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
     body = _TVM_INCLUDE.sub("", body)
     includes = f'#include "{abi_header}"\n' + (_HALF if re.search(r"\bhalf\b", body) else "")
+    if re.search(r"\br2c_(max|min)_f(32|64)\(", body):
+        includes += _INTEGER_CLAMPS
     if puns:
         includes += _BIT_CASTS + "".join(_LOAD.format(ctype=t) for t in sorted(loaded))
     body = body[: first_include.start()] + includes + body[first_include.start() :]
@@ -151,6 +153,15 @@ typedef _Float16 half;
 #else
 #error "this model computes in float16: build it with a compiler that has _Float16 (gcc >= 12, clang >= 15)"
 #endif
+"""
+
+# The max/min of a clamp whose result becomes an integer (numerics.saturating_clamps): a NaN
+# ``a`` gives the bound ``b``. Comparisons, not fmaxf/fminf, which are library calls on
+# Cortex-M4.
+_INTEGER_CLAMPS = """static inline float r2c_max_f32(float a, float b) { return a > b ? a : b; }
+static inline float r2c_min_f32(float a, float b) { return a < b ? a : b; }
+static inline double r2c_max_f64(double a, double b) { return a > b ? a : b; }
+static inline double r2c_min_f64(double a, double b) { return a < b ? a : b; }
 """
 
 # Bit reinterpretation the portable way (compilers turn the memcpy into a register move).

@@ -34,6 +34,7 @@ from relay2cmake.lower.rewrites.numerics import (
     nan_propagating,
     onnx_numerics,
     rounded_conversions,
+    saturating_clamps,
 )
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
@@ -161,7 +162,8 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
         try:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             llvm = target.kind.name == "llvm"
-            ieee = nan_propagating(nan_aware_comparisons(prims, llvm), llvm=llvm)
+            clamps = saturating_clamps(prims, llvm)
+            ieee = nan_propagating(nan_aware_comparisons(clamps, llvm), llvm=llvm)
             if llvm:
                 ieee = rounded_conversions(ieee)
             return tvm.tirx.build(ieee, target=target)

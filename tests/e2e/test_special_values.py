@@ -121,6 +121,13 @@ def _model(path):
         nodes.append(helper.make_node(op, ["x", other], [f"{op}_{other}_inside"]))
         nodes.append(helper.make_node("Not", [f"{op}_{other}_inside"], [f"Not{op}_{other}"]))
 
+    # Quantizing NaN and infinities: NaN saturates to the lowest value, as ONNX Runtime's kernel
+    # (and our quantized kernels' clamps, which skip NaN propagation for integer results)
+    nodes += [
+        helper.make_node("QuantizeLinear", ["x", "q_scale", "q_zero_u8"], ["QuantizeU8"]),
+        helper.make_node("QuantizeLinear", ["x", "q_scale", "q_zero_i8"], ["QuantizeI8"]),
+    ]
+
     def floats(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
@@ -132,6 +139,9 @@ def _model(path):
         helper.make_tensor("image", TensorProto.INT64, [4], [1, 1, 4, 4]),
         helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
         helper.make_tensor("long", TensorProto.INT64, [1], [LONG_ONES]),
+        helper.make_tensor("q_scale", TensorProto.FLOAT, [], [0.1]),
+        helper.make_tensor("q_zero_u8", TensorProto.UINT8, [], [10]),
+        helper.make_tensor("q_zero_i8", TensorProto.INT8, [], [-3]),
     ]
     inputs = [
         floats("x", [16]), floats("y", [16]), floats("rows", [5, 3]), floats("empty", [3, 0]),
@@ -139,6 +149,8 @@ def _model(path):
     ]  # fmt: skip
     declared = [floats(name, shape) for name, shape in outputs]
     declared += [helper.make_tensor_value_info(n, TensorProto.INT64, [5]) for n in ("ArgMax", "ArgMin")]
+    declared += [helper.make_tensor_value_info("QuantizeU8", TensorProto.UINT8, [16])]
+    declared += [helper.make_tensor_value_info("QuantizeI8", TensorProto.INT8, [16])]
     declared += [
         helper.make_tensor_value_info(f"{prefix}{op}_{other}", TensorProto.BOOL, [16])
         for op, other in comparisons

@@ -22,6 +22,10 @@
 - **Comparisons with NaN are false** (``!=`` true), as in C, also once negated: TVM's
   simplifier folds ``a == a`` to true and ``!(a < b)`` to ``a >= b``, and its LLVM code makes
   ``!=`` ordered (``nan_aware_comparisons``).
+- **A clamp whose result becomes an integer gives its lower bound for NaN** (quantization's
+  saturation, as ONNX Runtime's kernels): converting NaN to an integer is undefined, and a
+  NaN-ignoring max/min is one vector instruction against a constant bound
+  (``saturating_clamps``).
 - **Sign(NaN) is NaN** (TVM's sign compares against 0 and gives 0).
 - **ArgMax/ArgMin pick a NaN** (as NumPy and PyTorch do; ONNX Runtime only when it comes
   first), and a row of -inf (+inf for ArgMin) gives its first index: TVM's reducer starts at
@@ -53,6 +57,8 @@ FLOAT16_IN_FLOAT32 = (
 # Reductions over at least this many elements per output accumulate in float64. Below it a
 # float32 sum is within ~n * 6e-8 relative of the exact one, as ONNX Runtime's own is.
 WIDE_ACCUMULATION_ELEMENTS = 4096
+# TIR's roundings half to even (a quantizer's), ahead of a conversion to an integer.
+_ROUNDINGS = frozenset({"tirx.round", "tirx.nearbyint"})
 
 
 def _is_float(expr) -> bool:
@@ -83,6 +89,56 @@ def nan_propagating(prims: IRModule, llvm: bool = False) -> IRModule:
         prims,
         [(tirx.Max, lambda e: propagating(e, tirx.GT)), (tirx.Min, lambda e: propagating(e, tirx.LT))],
     )
+
+
+def saturating_clamps(prims: IRModule, llvm: bool = False) -> IRModule:
+    """``prims`` with every float32/float64 clamp whose result becomes an integer (a max/min
+    chain under a cast to an integer type, directly or through a rounding) as max/min that
+    give the bound for a NaN operand: LLVM's ``maxnum``/``minnum`` (one ``vmaxps``/``fmaxnm``
+    against a constant bound, where ``nan_propagating``'s ``llvm.maximum`` takes three), in C
+    ``a > b ? a : b`` helpers (``c_source``). No integer holds NaN (converting one is undefined
+    in C), so no defined result changes; a clamp between constants is ordered lower bound
+    first, so NaN saturates to the lowest value, as in ONNX Runtime's quantizing kernels.
+    Calls, not TIR selects: TVM's simplifier inlines a select's ``Let`` operands into its
+    conditions, and on a fused chain of requantizations took exponential time (a QDQ
+    ShuffleNet v2 never finished building)."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    def ordered(expr):
+        """max(min(x, high), low) between constants as min(max(x, low), high)."""
+        inner = expr.a
+        constants = isinstance(expr.b, tirx.FloatImm) and isinstance(getattr(inner, "b", None), tirx.FloatImm)
+        if type(expr) is tirx.Max and type(inner) is tirx.Min and constants and expr.b.value <= inner.b.value:
+            return tirx.Min(tirx.Max(inner.a, expr.b), inner.b)
+        return expr
+
+    def ignoring(expr):
+        if type(expr) not in (tirx.Max, tirx.Min) or str(expr.ty) not in ("float32", "float64"):
+            return expr
+        expr = ordered(expr)
+        a, b = ignoring(expr.a), ignoring(expr.b)
+        largest = type(expr) is tirx.Max
+        if llvm:
+            return tirx.call_llvm_pure_intrin(str(expr.ty), "llvm.maxnum" if largest else "llvm.minnum", a, b)
+        name = f"r2c_{'max' if largest else 'min'}_{'f32' if str(expr.ty) == 'float32' else 'f64'}"
+        return tirx.call_pure_extern(str(expr.ty), name, a, b)  # c_source.adapt defines them
+
+    def to_integer(cast):
+        if not str(cast.ty).startswith(("int", "uint")):
+            return cast
+        value = cast.value
+        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") in _ROUNDINGS:
+            rounded = ignoring(value.args[0])
+            if rounded.same_as(value.args[0]):
+                return cast
+            rounding = tirx.round if value.op.name == "tirx.round" else tirx.nearbyint
+            return tirx.Cast(str(cast.ty), rounding(rounded))
+        clamped = ignoring(value)
+        return cast if clamped.same_as(value) else tirx.Cast(str(cast.ty), clamped)
+
+    return tvm_ffi.structural_map(prims, [(tirx.Cast, to_integer)])
 
 
 def nan_aware_comparisons(prims: IRModule, llvm: bool = False) -> IRModule:
@@ -141,9 +197,6 @@ def nan_aware_comparisons(prims: IRModule, llvm: bool = False) -> IRModule:
 
     # post-order: a Not sees its comparison already rewritten by ``plain``
     return tvm_ffi.structural_map(prims, [(comparisons, plain), (tirx.Not, negation)])
-
-
-_ROUNDINGS = frozenset({"tirx.round", "tirx.nearbyint"})
 
 
 def rounded_conversions(prims: IRModule) -> IRModule:
