@@ -13,7 +13,7 @@ def kernel_symbol(prefix: str, name: str) -> str:
 
 
 def wide_kernel_symbol(prefix: str, name: str) -> str:
-    """The same kernel in the AVX-512 twin set."""
+    """The same kernel in an object set's twin (AVX-512 on x86-64, the dot product on AArch64)."""
     return kernel_symbol(f"{prefix}_wide", name)
 
 
@@ -23,7 +23,7 @@ class ObjectSet:
     scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
     serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
     tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
-    wide: ObjectSet | None = None  # the AVX-512 twin (x86_64 default), symbols <prefix>_wide_*
+    wide: ObjectSet | None = None  # the twin (KernelTarget.wide_variant), symbols <prefix>_wide_*
     kernels: tuple[str, ...] = ()  # every kernel the object defines
     # Kernels LLVM could not build with their schedule for this set: built unscheduled.
     unscheduled: tuple[str, ...] = ()
@@ -40,7 +40,7 @@ class KernelCode:
     skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
     tvm_version: str = ""  # the TVM that generated them
 
-    @property
-    def wide_kernels(self) -> frozenset[str]:
-        """Kernels some AVX-512 twin defines."""
-        return frozenset(n for o in self.objects.values() if o.wide is not None for n in o.wide.kernels)
+    def wide_kernels(self, arch: str) -> frozenset[str]:
+        """Kernels the twin of ``arch``'s object set defines."""
+        twin = self.objects[arch].wide if arch in self.objects else None
+        return frozenset(twin.kernels) if twin is not None else frozenset()

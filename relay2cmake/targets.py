@@ -129,14 +129,40 @@ class KernelTarget:
         return {"sdot": (("AT_HWCAP", 20),), "usdot": (("AT_HWCAP2", 13),)}.get(self.int8_dot_instruction, ())
 
     def wide_variant(self) -> KernelTarget | None:
-        """The AVX-512 set that ships beside the default x86-64 set, chosen at run time on
-        CPUs that have AVX-512 (10-15% faster kernels, measured on Zen 4); with VNNI as well
-        when the model has uint8 x int8 convolutions (4x float32's speed: CPUs with AVX-512
-        but no VNNI, Skylake-SP, then run the AVX2 set). Explicit CPU levels
-        (``x86_64:znver4``) carry one set only."""
-        if self.arch == "x86_64" and self.cpu == ARCHITECTURES["x86_64"][1]:
+        """The twin set that ships beside an architecture's default set, chosen at run time
+        on CPUs that have more. x86-64: AVX-512 (10-15% faster kernels, measured on Zen 4),
+        with VNNI as well when the model has uint8 x int8 convolutions (4x float32's speed:
+        CPUs with AVX-512 but no VNNI, Skylake-SP, then run the AVX2 set). AArch64, for such
+        a model only: ARMv8.2's dot product (``sdot``; Cortex-A55/A76 and later, where ARMv8.0
+        widens to int32). Explicit CPU levels (``x86_64:znver4``, ``aarch64:cortex-a76``)
+        carry one set only."""
+        default = ARCHITECTURES.get(self.arch, ("", "", ()))[1]
+        if self.arch == "x86_64" and self.cpu == default:
             return KernelTarget("x86_64", WIDE_X86_CPU + (f"+{INT8_DOT_FEATURE}" if self.int8_dot else ""))
+        if self.arch == "aarch64" and self.cpu == default and self.int8_dot:
+            return KernelTarget("aarch64", f"{default}+dotprod")
         return None
+
+    @property
+    def twin_name(self) -> str:
+        """What a twin set (``wide_variant``) of this architecture adds, for people."""
+        return "the dot product" if self.arch == "aarch64" else "AVX-512"
+
+    @property
+    def cpu_check(self) -> str:
+        """A C condition: the CPU running the program has what this set needs (x86: GCC's and
+        Clang's ``__builtin_cpu_supports``; AArch64: Linux's auxiliary vector); "1" when
+        nothing is needed."""
+        x86 = [f'__builtin_cpu_supports("{feature}")' for feature in self.x86_features]
+        aarch64 = [f"(getauxval({entry}) & (1UL << {bit})) != 0" for entry, bit in self.aarch64_hwcaps]
+        return " && ".join(x86 + aarch64) or "1"
+
+    @property
+    def cpu_check_available(self) -> str:
+        """A preprocessor condition under which ``cpu_check`` compiles."""
+        if self.arch == "aarch64":
+            return "defined(__aarch64__) && defined(__linux__)"
+        return "defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))"
 
     def tvm_target(self, cores: int | None = None) -> Target:
         """TVM's target; ``cores`` (physical cores) is what MetaSchedule needs to know."""
@@ -165,11 +191,14 @@ def host_target() -> KernelTarget | None:
 
 
 def host_runs_wide() -> bool:
-    """Whether this machine's CPU has the AVX-512 features the twin set needs (Linux)."""
+    """Whether this machine's CPU has what its architecture's twin set adds (Linux): AVX-512,
+    or AArch64's dot product."""
     try:
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         return False
+    if platform.machine() in ARCHITECTURES["aarch64"][2]:
+        return "asimddp" in flags
     return all(f in flags for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl"))
 
 

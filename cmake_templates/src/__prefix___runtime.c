@@ -25,7 +25,7 @@
 #define __PREFIX___MESSAGE_BYTES 256
 
 struct __prefix___context {
-  const __prefix___kernel_fn* step_kernels;  /* the AVX-512 set's, or NULL: the step table's */
+  const __prefix___kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -172,7 +172,7 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
 #endif
   context = (__prefix___context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(__PREFIX___WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__PREFIX___WIDE_KERNELS_LINKED) && defined(__PREFIX___WIDE_CPU_SUPPORTED)
   if (__PREFIX___WIDE_CPU_SUPPORTED()) context->step_kernels = __prefix___wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + __PREFIX___CONTEXT_BYTES;

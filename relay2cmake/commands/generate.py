@@ -84,7 +84,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     check_output_dir(options.out, options.force, keep=(options.model,))
     tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
     built = {t.label for t in targets} | {w.label for t in targets if (w := t.wide_variant()) is not None}
-    # The AVX-512 twin counts as built.
+    # A twin set counts as built.
     untuned_target = tuning.target if tuning is not None and tuning.target not in built else None
     seconds: dict[str, float] = {}
 
@@ -125,7 +125,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     gc.collect()
     from relay2cmake.lower.rewrites.conv2d_nhwc import has_uint8_convolutions
 
-    if has_uint8_convolutions(imported.module):  # the AVX-512 twin with VNNI (wide_variant)
+    if has_uint8_convolutions(imported.module):  # twins with VNNI, AArch64's dot product (wide_variant)
         targets = tuple(dataclasses.replace(t, int8_dot=True) for t in targets)
     build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
     try:
@@ -331,7 +331,8 @@ class _Builder:
         check = self_check.CheckResult((), (), skipped="--no-self-check")
         if options.self_check:
             arches = tuple(lowered.code.objects)
-            has_wide = any(o.wide is not None for o in lowered.code.objects.values())
+            host_set = lowered.code.objects.get(self_check.HOST_ARCH)
+            has_wide = host_set is not None and host_set.wide is not None
             external = plan.weight_bytes >= EXTERNAL_WEIGHTS_FROM
             check = timed(
                 "check",
@@ -372,13 +373,14 @@ EXTERNAL_WEIGHTS_FROM = 1 << 20
 def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> tuple[str, ...]:
     """One line per optimisation declined: Relax rewrites, then kernel by kernel per set."""
     labels = {t.arch: t.label for t in targets if t.is_object}
+    twins = {t.arch: w.label for t in targets if (w := t.wide_variant()) is not None}
     lines = list(lowered.fallbacks)
     for label, reason in sorted(lowered.code.skipped.items()):
         lines.append(f"{label}: no objects ({reason[:300]}); the portable C kernels serve it")
     for arch, object_set in sorted(lowered.code.objects.items()):
         sets = [(labels.get(arch, arch), object_set)]
         if object_set.wide is not None:
-            sets.append((f"{labels.get(arch, arch)} AVX-512 twin", object_set.wide))
+            sets.append((twins.get(arch, f"{arch} twin"), object_set.wide))
         for label, one in sets:
             if one.unscheduled:
                 lines.append(

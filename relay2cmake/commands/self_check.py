@@ -43,15 +43,15 @@ class CheckResult:
 
 
 def variants(prefix: str, object_arches: tuple[str, ...], has_wide: bool) -> list[Variant]:
-    """The kernel sets this machine runs: the host's objects (both x86 levels when the
-    AVX-512 twin exists; the CPU check picks the twin where it can) and the C kernels."""
+    """The kernel sets this machine runs: the host's objects (with and without its twin set
+    when the host runs the twin: the CPU check picks it where it can) and the C kernels."""
     upper = prefix.upper()
     found = []
     if HOST_ARCH in object_arches:
         found.append(Variant(f"{HOST_ARCH} objects", ()))
-        if has_wide and host_runs_wide():  # elsewhere the first build already runs the v3 set
+        if has_wide and host_runs_wide():  # elsewhere the first build already runs the base set
             found.append(
-                Variant(f"{HOST_ARCH} objects without the AVX-512 twin", (f"-D{upper}_WIDE_KERNELS=OFF",))
+                Variant(f"{HOST_ARCH} objects without the twin set", (f"-D{upper}_WIDE_KERNELS=OFF",))
             )
     found.append(Variant("portable C kernels", (f"-D{upper}_PORTABLE_KERNELS=ON",)))
     return found

@@ -152,7 +152,6 @@ class BufferView:
 @dataclass(frozen=True)
 class StepView:
     symbol: str  # the kernel's C symbol
-    wide_symbol: str  # its AVX-512 twin (the same symbol when the twin has none)
     name_literal: str  # the kernel's name as a C string literal, for error messages
     first_arg: int  # index of its first argument in the model's argument table
     num_args: int
@@ -204,7 +203,13 @@ class ObjectSetView:
     path: str  # objects/<arch>/<prefix>_kernels.o
     processors: str  # CMAKE_SYSTEM_PROCESSOR values, as a regex alternation
     define: str  # <PREFIX>_OBJECTS_<ARCH>, set when CMake links this set
-    wide_path: str  # the AVX-512 twin (symbols <prefix>_wide_*) linked beside it; "" when none
+    wide_path: str  # its twin (symbols <prefix>_wide_*) linked beside it; "" when none
+    wide_label: str  # the twin's label ("aarch64:generic+dotprod"); "" when none
+    wide_name: str  # what the twin adds, for people ("AVX-512", "the dot product")
+    wide_cpu_check: str  # a C condition: the CPU runs the twin
+    wide_check_available: str  # a preprocessor condition under which wide_cpu_check compiles
+    wide_kernel_symbols: tuple[str, ...]  # the twin's kernels the steps call
+    wide_step_symbols: tuple[str, ...]  # per step: the twin's kernel, or the set's own
     c_fallback_path: str  # C of the kernels LLVM could not build for this set; "" when none
 
 
@@ -259,8 +264,9 @@ class PackageView:
     max_threads: int
     object_sets: tuple[ObjectSetView, ...]  # one per architecture
     has_wide_kernels: bool
-    wide_kernel_set: str
-    wide_cpu_check: str  # a C condition: the CPU runs the AVX-512 twin
+    wide_kernel_set: str  # the twins' labels
+    object_sets_markdown: str  # "`x86_64:x86-64-v3` (objects/x86_64/<prefix>_kernels.o), ..."
+    twins_markdown: str  # "`x86_64:x86-64-v4` (AVX-512), ..."
     x86_cpu_check: str  # a C condition: the CPU runs the x86 object set
     aarch64_cpu_check: str  # a C condition (Linux): the CPU has the AArch64 set's dot product
     all_dtypes: tuple[DtypeView, ...]
@@ -272,7 +278,6 @@ class PackageView:
     steps: tuple[StepView, ...]
     builtin_texts: tuple[str, ...]  # C string literals of the builtins' text arguments
     kernel_symbols: tuple[str, ...]
-    wide_kernel_symbols: tuple[str, ...]
     shapes: tuple[ShapeView, ...]
     constants: tuple[ConstantView, ...]
     stage_inputs: int  # 1: inputs not 64-byte aligned are copied into the arena
@@ -377,10 +382,9 @@ def build_view(
     self_check: str = "not run",
 ) -> PackageView:
     """``fallbacks``: one line per optimisation declined; ``self_check``: what gen checked.
-    Which kernels the AVX-512 twin defines and which object sets carry C for kernels LLVM
+    Which kernels each twin set defines and which object sets carry C for kernels LLVM
     could not build come from ``plan.kernels``."""
     prefix = identity.prefix
-    wide_kernels = plan.kernels.wide_kernels
     c_fallback_arches = {arch for arch, o in plan.kernels.objects.items() if o.in_c}
     shapes = _Shapes(prefix)
     inputs = _tensor_views(plan.inputs, prefix, shapes, plan.dims)
@@ -420,9 +424,6 @@ def build_view(
         steps.append(
             StepView(
                 symbol=step.symbol,
-                wide_symbol=wide_kernel_symbol(prefix, step.kernel)
-                if step.kernel in wide_kernels
-                else step.symbol,
                 name_literal=c_string_literal(step.kernel),
                 first_arg=len(args),
                 num_args=len(step.args),
@@ -440,8 +441,8 @@ def build_view(
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
-    # The AVX-512 twin of an architecture's set (with VNNI for a quantized model), where the
-    # package carries it.
+    # The twin of an architecture's set (AVX-512, with VNNI for a quantized model; AArch64's
+    # dot product), where the package carries it.
     wide_targets = {
         t.arch: w
         for t in listed
@@ -454,6 +455,31 @@ def build_view(
         f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""
     )
     symbols = {s.symbol for s in steps}
+
+    def wide_step_symbols(arch: str) -> tuple[str, ...]:
+        twin = plan.kernels.wide_kernels(arch)
+        return tuple(
+            wide_kernel_symbol(prefix, step.kernel) if step.kernel in twin else step.symbol
+            for step in plan.steps
+        )
+
+    object_sets = tuple(
+        ObjectSetView(
+            label=t.label,
+            path=f"objects/{t.arch}/{prefix}_kernels.o",
+            processors="|".join(t.processors),
+            define=f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
+            wide_path=f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
+            wide_label=wide_targets[t.arch].label if t.arch in wide_targets else "",
+            wide_name=t.twin_name,
+            wide_cpu_check=wide_targets[t.arch].cpu_check if t.arch in wide_targets else "0",
+            wide_check_available=t.cpu_check_available,
+            wide_kernel_symbols=tuple(sorted(set(wide_step_symbols(t.arch)) - symbols)),
+            wide_step_symbols=wide_step_symbols(t.arch),
+            c_fallback_path=c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
+        )
+        for t in object_targets
+    )
     return PackageView(
         name=identity.name,
         prefix=prefix,
@@ -479,35 +505,13 @@ def build_view(
         context_bytes=context_bytes(plan),
         workspace_bytes=workspace_bytes(plan),
         max_threads=MAX_THREADS,
-        object_sets=tuple(
-            ObjectSetView(
-                label=t.label,
-                path=f"objects/{t.arch}/{prefix}_kernels.o",
-                processors="|".join(t.processors),
-                define=f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
-                wide_path=f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
-                c_fallback_path=c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
-            )
-            for t in object_targets
-        ),
+        object_sets=object_sets,
         has_wide_kernels=bool(wide_targets),
+        object_sets_markdown=", ".join(f"`{o.label}` ({o.path})" for o in object_sets),
+        twins_markdown=", ".join(f"`{o.wide_label}` ({o.wide_name})" for o in object_sets if o.wide_path),
         wide_kernel_set=", ".join(t.label for t in wide_targets.values()),
-        wide_cpu_check=" && ".join(
-            f'__builtin_cpu_supports("{feature}")'
-            for t in wide_targets.values()
-            for feature in t.x86_features
-        )
-        or "0",
-        x86_cpu_check=" && ".join(
-            f'__builtin_cpu_supports("{feature}")' for t in object_targets for feature in t.x86_features
-        )
-        or "1",
-        aarch64_cpu_check=" && ".join(
-            f"(getauxval({entry}) & (1UL << {bit})) != 0"
-            for t in object_targets
-            for entry, bit in t.aarch64_hwcaps
-        )
-        or "1",
+        x86_cpu_check=next((t.cpu_check for t in object_targets if t.arch == "x86_64"), "1"),
+        aarch64_cpu_check=next((t.cpu_check for t in object_targets if t.arch == "aarch64"), "1"),
         all_dtypes=tuple(
             DtypeView(f"{prefix.upper()}_DTYPE_{d.enum_suffix}", d.value) for d in dtypes.DTYPES.values()
         ),
@@ -519,7 +523,6 @@ def build_view(
         steps=tuple(steps),
         builtin_texts=tuple(c_string_literal(text) for text in plan.texts),
         kernel_symbols=tuple(sorted(symbols)),
-        wide_kernel_symbols=tuple(sorted({s.wide_symbol for s in steps} - symbols)),
         shapes=shapes.table(),
         constants=constants,
         stage_inputs=int(plan.input_staging is not None),

@@ -24,7 +24,7 @@ from relay2cmake.lower.rewrites.c_legalize import widen_float16_mod
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
 from relay2cmake.lower.rewrites.control_flow import if_to_select
 from relay2cmake.lower.rewrites.conv1d_as_2d import conv1d_as_conv2d
-from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+from relay2cmake.lower.rewrites.conv2d_nhwc import UINT8_BLOCK, convolutions_channels_last
 from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
@@ -188,22 +188,25 @@ def _wide_object(
     tuning: TuningDatabase | None,
     bounds: dict[str, int] | None = None,
 ):
-    """The AVX-512 twin: only the kernels that reduce and that a default schedule (or a
-    tuning record) applies to, with symbols ``<prefix>_wide_*``; (None, {}) when there are
-    none. The others run from the default set on every CPU: memory-bound and unscheduled
-    loops gain little from AVX-512, and LLVM's AVX-512 code for one of them (ONNX's
-    test_tile) computed wrong values."""
+    """The twin set (``KernelTarget.wide_variant``), symbols ``<prefix>_wide_*``, with only
+    the kernels it changes; (None, {}) when there are none. The others run from the default
+    set on every CPU. AVX-512: the kernels that reduce and that a default schedule (or a
+    tuning record) applies to (memory-bound and unscheduled loops gain little from it, and
+    LLVM's AVX-512 code for one of them, ONNX's test_tile, computed wrong values). AArch64's
+    dot product: the uint8 x int8 convolutions, the only kernels that use it."""
     import tvm
 
     renamed = _renamed(prims, f"{prefix}_wide")
     tuned = _tuned(renamed, tuning) if tuning is not None and tuning.target == wide.label else {}
     options = ScheduleOptions.for_objects(wide)
-    chosen = {
-        gv: renamed[gv]
-        for gv in renamed.get_global_vars()
-        if gv.name_hint in tuned
-        or (has_reduction(renamed[gv]) and schedule_function(renamed[gv], options) is not None)
-    }
+
+    def changed(func) -> bool:
+        if wide.arch == "aarch64":
+            return has_block(func, UINT8_BLOCK)
+        return has_reduction(func) and schedule_function(func, options) is not None
+
+    kept = [gv for gv in renamed.get_global_vars() if gv.name_hint in tuned or changed(renamed[gv])]
+    chosen = {gv: renamed[gv] for gv in kept}
     if not chosen:
         return None, {}
     return _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True, bounds=bounds)
@@ -659,7 +662,7 @@ def lower(
         if wide is not None:
             try:
                 wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning, bounds)
-            except ModelError as exc:  # the default set still serves AVX-512 CPUs
+            except ModelError as exc:  # the default set still serves the CPUs it was for
                 skipped[wide.label] = str(exc)
                 wide_set = None
             if wide_set is not None:

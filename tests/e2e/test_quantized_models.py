@@ -411,22 +411,28 @@ def test_qlinear_where_matches_onnxruntime(tmp_path):
 )
 @pytest.mark.parametrize(
     ("target", "instruction"),
-    [pytest.param("aarch64", None, marks=pytest.mark.slow), ("aarch64:cortex-a76", "sdot"),
+    [("aarch64", None), pytest.param("aarch64:cortex-a76", "sdot", marks=pytest.mark.slow),
      ("aarch64:generic+i8mm", "usdot")],
 )  # fmt: skip
 def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruction, tmp_path):
     """The QDQ model's AArch64 objects (the uint8 x int8 convolutions as widened NEON vectors
-    on ARMv8.0; with ``sdot`` where the CPU level has the dot product, ``usdot`` with i8mm):
-    cross-built, its golden test and cli under qemu (whose CPU has both), every quantized
-    output element within a quantum of ONNX Runtime's (x86) and 99% equal, as on x86."""
+    on ARMv8.0, with a twin of them in ``sdot`` chosen at run time where the CPU has the dot
+    product; ``sdot`` alone where the CPU level has it, ``usdot`` with i8mm): cross-built, its
+    golden test and cli under qemu (whose CPU has both), every quantized output element
+    within a quantum of ONNX Runtime's (x86) and 99% equal, as on x86; on a Cortex-A53
+    (ARMv8.0) the default set's package runs its base set and gives the same outputs."""
     import onnxruntime
 
     model_path = _quantized("qdq", tmp_path)
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QArm", targets=(target,)))
-    objects = tmp_path / "pkg" / "objects" / "aarch64" / "qarm_kernels.o"
-    disassembly = run([shutil.which("aarch64-linux-gnu-objdump"), "-d", objects]).stdout
-    for dot in ("sdot", "usdot"):
-        assert (f"\t{dot}\t" in disassembly) == (dot == instruction), dot
+    objects = tmp_path / "pkg" / "objects" / "aarch64"
+    twin = objects / "qarm_kernels_wide.o"
+    assert twin.exists() == (instruction is None)
+    for path, used in [(objects / "qarm_kernels.o", instruction), (twin, "sdot")]:
+        if path.exists():
+            disassembly = run([shutil.which("aarch64-linux-gnu-objdump"), "-d", path]).stdout
+            for dot in ("sdot", "usdot"):
+                assert (f"\t{dot}\t" in disassembly) == (dot == used), (path.name, dot)
     build = tmp_path / "build"
     toolchain = SAMPLE_APPS / "cross" / "aarch64-linux-gnu.cmake"
     configure_build(
@@ -438,12 +444,19 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruc
     for name, array in inputs.items():
         files.append(tmp_path / f"{name}.npy")
         np.save(files[-1], array)
-    run([shutil.which("qemu-aarch64"), "-L", "/usr/aarch64-linux-gnu", build / "qarm_cli", "--threads", "2",
-         "--output-dir", tmp_path / "out", *files])  # fmt: skip
+    ran = run([shutil.which("qemu-aarch64"), "-L", "/usr/aarch64-linux-gnu", build / "qarm_cli", "--threads",
+               "2", "--bench", "1", "--output-dir", tmp_path / "out", *files]).stdout  # fmt: skip
+    assert f"kernels {target if instruction else 'aarch64:generic+dotprod'}\n" in ran, ran
+    qemu = [shutil.which("qemu-aarch64"), "-cpu", "cortex-a53", "-L", "/usr/aarch64-linux-gnu"]
+    older = run(
+        [*qemu, build / "qarm_cli", "--bench", "1", "--output-dir", tmp_path / "older", *files], check=False
+    )
     if instruction:  # on a CPU without it (Cortex-A53: ARMv8.0): an error, not SIGILL
-        qemu = [shutil.which("qemu-aarch64"), "-cpu", "cortex-a53", "-L", "/usr/aarch64-linux-gnu"]
-        older = run([*qemu, build / "qarm_cli", "--output-dir", tmp_path / "older", *files], check=False)
         assert older.returncode != 0 and "lacks the instructions" in older.stderr, older
+    else:  # the base set, with the twin's outputs
+        assert older.returncode == 0 and "kernels aarch64:generic\n" in older.stdout, older
+        for produced in sorted((tmp_path / "out").glob("*.npy")):
+            assert np.array_equal(np.load(produced), np.load(tmp_path / "older" / produced.name)), produced
     model = onnx.load(str(model_path))
     session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in model.graph.output]

@@ -28,7 +28,7 @@
 #define AWKWARDNAMES_MESSAGE_BYTES 256
 
 struct awkwardnames_context {
-  const awkwardnames_kernel_fn* step_kernels;  /* the AVX-512 set's, or NULL: the step table's */
+  const awkwardnames_kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -175,7 +175,7 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
 #endif
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(AWKWARDNAMES_WIDE_CPU_SUPPORTED)
   if (AWKWARDNAMES_WIDE_CPU_SUPPORTED()) context->step_kernels = awkwardnames_wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;

@@ -27,15 +27,16 @@
 #ifndef PASSTHROUGH_KERNEL_SET_NAME
 #define PASSTHROUGH_KERNEL_SET_NAME "c"
 #endif
-/* The AVX-512 twin of the x86 objects, picked at run time where the CPU has these features. */
-#define PASSTHROUGH_WIDE_KERNEL_SET_NAME ""
-#define PASSTHROUGH_WIDE_CPU_SUPPORTED() (0)
 /* The x86 object set needs these CPU features; checked when a context is made. */
 #define PASSTHROUGH_OBJECTS_CPU_SUPPORTED() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 /* The AArch64 object set's integer dot product (Linux reports it in the auxiliary vector). */
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #define PASSTHROUGH_AARCH64_OBJECTS_CPU_SUPPORTED() (1)
+#endif
+/* An object set's twin, picked at run time where the CPU has what it adds. */
+#ifndef PASSTHROUGH_WIDE_KERNEL_SET_NAME
+#define PASSTHROUGH_WIDE_KERNEL_SET_NAME ""
 #endif
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define PASSTHROUGH_STAGE_INPUTS 1

@@ -28,7 +28,7 @@
 #define PASSTHROUGH_MESSAGE_BYTES 256
 
 struct passthrough_context {
-  const passthrough_kernel_fn* step_kernels;  /* the AVX-512 set's, or NULL: the step table's */
+  const passthrough_kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -175,7 +175,7 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
 #endif
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(PASSTHROUGH_WIDE_KERNELS_LINKED) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(PASSTHROUGH_WIDE_KERNELS_LINKED) && defined(PASSTHROUGH_WIDE_CPU_SUPPORTED)
   if (PASSTHROUGH_WIDE_CPU_SUPPORTED()) context->step_kernels = passthrough_wide_step_kernels;
 #endif
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
