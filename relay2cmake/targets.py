@@ -38,6 +38,11 @@ _VNNI_CPUS = {
     "sapphirerapids", "emeraldrapids", "graniterapids",
 }  # fmt: skip
 INT8_DOT_FEATURE = "avx512vnni"
+# x86 CPU levels with AVX-VNNI (the VEX-encoded 256-bit ``vpdpbusd``) but without AVX-512.
+_AVX_VNNI_CPUS = {
+    "alderlake", "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "gracemont",
+    "sierraforest", "grandridge", "clearwaterforest", "pantherlake",
+}  # fmt: skip
 # AArch64 CPU levels (LLVM names) with ARMv8.6's int8 matrix multiply (``usdot``: uint8 x
 # int8 dot products), and further ones with ARMv8.2's dot product only (``sdot``, ``udot``).
 _I8MM_CPUS = {
@@ -98,13 +103,16 @@ class KernelTarget:
     @property
     def int8_dot_instruction(self) -> str:
         """The integer dot product its uint8 x int8 convolutions use (lower/int8_dot.py):
-        AVX-512 VNNI where the CPU level has it, else AVX2's ``vpmaddwd`` (every x86 set);
+        AVX-512 VNNI where the CPU level has it, AVX-VNNI's 256-bit form where it has that
+        (``x86-64-v3+avxvnni``, ``alderlake``), else AVX2's ``vpmaddwd`` (every x86 set);
         AArch64's ``usdot`` (i8mm) or ``sdot`` (dotprod) where the CPU level or a ``+feature``
         has it; "" (int32 vectors) for ARMv8.0 and the C set."""
         features, cpu = self.cpu_features, self.base_cpu
         if self.arch == "x86_64":
             vnni = INT8_DOT_FEATURE in features or cpu in _VNNI_CPUS
-            return "vnni" if vnni and self.vector_lanes == 16 else "pmaddwd"
+            if vnni and self.vector_lanes == 16:
+                return "vnni"
+            return "vnni256" if "avxvnni" in features or cpu in _AVX_VNNI_CPUS else "pmaddwd"
         if self.arch == "aarch64":
             if "i8mm" in features or cpu in _I8MM_CPUS:
                 return "usdot"
@@ -118,7 +126,10 @@ class KernelTarget:
         if self.arch != "x86_64":
             return ()
         wide = ("avx512f", "avx512bw", "avx512dq", "avx512vl") if self.vector_lanes == 16 else ()
-        return ("avx2", "fma", *wide, *self.cpu_features)
+        # the dot product a named CPU level implies (``alderlake``: AVX-VNNI), used or not
+        implied = {"vnni": INT8_DOT_FEATURE, "vnni256": "avxvnni"}.get(self.int8_dot_instruction)
+        named = (implied,) if implied and implied not in self.cpu_features else ()
+        return ("avx2", "fma", *wide, *self.cpu_features, *named)
 
     @property
     def aarch64_hwcaps(self) -> tuple[tuple[str, int], ...]:
@@ -148,12 +159,15 @@ class KernelTarget:
         """What a twin set (``wide_variant``) of this architecture adds, for people."""
         return "the dot product" if self.arch == "aarch64" else "AVX-512"
 
-    @property
-    def cpu_check(self) -> str:
+    def cpu_check(self, prefix: str) -> str:
         """A C condition: the CPU running the program has what this set needs (x86: GCC's and
-        Clang's ``__builtin_cpu_supports``; AArch64: Linux's auxiliary vector); "1" when
-        nothing is needed."""
-        x86 = [f'__builtin_cpu_supports("{feature}")' for feature in self.x86_features]
+        Clang's ``__builtin_cpu_supports``, AVX-VNNI through CPUID, ``<prefix>_x86_has_avx_vnni``
+        in the package's internal header, since Clang 14 does not name it; AArch64: Linux's
+        auxiliary vector); "1" when nothing is needed."""
+        x86 = [
+            f"{prefix}_x86_has_avx_vnni()" if feature == "avxvnni" else f'__builtin_cpu_supports("{feature}")'
+            for feature in self.x86_features
+        ]
         aarch64 = [f"(getauxval({entry}) & (1UL << {bit})) != 0" for entry, bit in self.aarch64_hwcaps]
         return " && ".join(x86 + aarch64) or "1"
 

@@ -268,6 +268,7 @@ class PackageView:
     object_sets_markdown: str  # "`x86_64:x86-64-v3` (objects/x86_64/<prefix>_kernels.o), ..."
     twins_markdown: str  # "`x86_64:x86-64-v4` (AVX-512), ..."
     x86_cpu_check: str  # a C condition: the CPU runs the x86 object set
+    x86_avx_vnni_check: bool  # x86_cpu_check asks CPUID for AVX-VNNI
     aarch64_cpu_check: str  # a C condition (Linux): the CPU has the AArch64 set's dot product
     all_dtypes: tuple[DtypeView, ...]
     inputs: tuple[TensorView, ...]
@@ -472,7 +473,7 @@ def build_view(
             wide_path=f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
             wide_label=wide_targets[t.arch].label if t.arch in wide_targets else "",
             wide_name=t.twin_name,
-            wide_cpu_check=wide_targets[t.arch].cpu_check if t.arch in wide_targets else "0",
+            wide_cpu_check=wide_targets[t.arch].cpu_check(prefix) if t.arch in wide_targets else "0",
             wide_check_available=t.cpu_check_available,
             wide_kernel_symbols=tuple(sorted(set(wide_step_symbols(t.arch)) - symbols)),
             wide_step_symbols=wide_step_symbols(t.arch),
@@ -510,8 +511,9 @@ def build_view(
         object_sets_markdown=", ".join(f"`{o.label}` ({o.path})" for o in object_sets),
         twins_markdown=", ".join(f"`{o.wide_label}` ({o.wide_name})" for o in object_sets if o.wide_path),
         wide_kernel_set=", ".join(t.label for t in wide_targets.values()),
-        x86_cpu_check=next((t.cpu_check for t in object_targets if t.arch == "x86_64"), "1"),
-        aarch64_cpu_check=next((t.cpu_check for t in object_targets if t.arch == "aarch64"), "1"),
+        x86_cpu_check=next((t.cpu_check(prefix) for t in object_targets if t.arch == "x86_64"), "1"),
+        aarch64_cpu_check=next((t.cpu_check(prefix) for t in object_targets if t.arch == "aarch64"), "1"),
+        x86_avx_vnni_check=any("avxvnni" in t.x86_features for t in object_targets),
         all_dtypes=tuple(
             DtypeView(f"{prefix.upper()}_DTYPE_{d.enum_suffix}", d.value) for d in dtypes.DTYPES.values()
         ),

@@ -3,6 +3,8 @@
 
 - ``vnni``: AVX-512 VNNI's ``vpdpbusd`` sums four uint8 x int8 products into each of 16
   int32 lanes (the saturating form is ``vpdpbusds``).
+- ``vnni256``: AVX-VNNI (Intel's client and E-core CPUs since Alder Lake, which lack
+  AVX-512): the same ``vpdpbusd``, VEX-encoded on 8 lanes, two per 16 output channels.
 - ``pmaddwd``: AVX2 without VNNI. Its uint8 x int8 instruction, ``vpmaddubsw`` (ONNX Runtime's
   on such CPUs), adds pairs of products in saturating int16: 255 x 127 x 2 does not fit, and
   every convolution of ResNet-18 quantized by ONNX Runtime has weight pairs that overflow.
@@ -23,6 +25,7 @@ from __future__ import annotations
 # instruction → the intrinsic's registered name
 INTRINSICS = {
     "vnni": "relay2cmake_dot_16x4_u8i8i32_vnni",
+    "vnni256": "relay2cmake_dot_16x4_u8i8i32_vnni256",
     "pmaddwd": "relay2cmake_dot_16x2x2_u8i8i32_pmaddwd",
     "sdot": "relay2cmake_dot_16x4_u8i8i32_sdot",
     "usdot": "relay2cmake_dot_16x4_u8i8i32_usdot",
@@ -72,6 +75,24 @@ def _descriptions() -> dict:
                 b.vload([0, 0], dtype="int8x64"),
                 dtype="int32x16",
             )
+
+    @T.prim_func(s_tir=True)
+    def vnni256(
+        a: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
+        b: T.Buffer((16, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+        c: T.Buffer((16,), "int32", offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(c[0:16], a[0:4], b[0:16, 0:4])
+            T.writes(c[0:16])
+            for j in T.unroll(2):  # output channels 8j..8j+7
+                c[T.ramp(j * 8, 1, 8)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.256"),
+                    c.vload([j * 8], dtype="int32x8"),
+                    pixel_bytes(a, 8, "int8x32"),
+                    b.vload([j * 8, 0], dtype="int8x32"),
+                    dtype="int32x8",
+                )
 
     @T.prim_func(s_tir=True)
     def pairwise(
@@ -157,6 +178,7 @@ def _descriptions() -> dict:
     four = x86.dot_product_16x4_u8i8i32_desc
     return {
         "vnni": (four, vnni),
+        "vnni256": (four, vnni256),
         "pmaddwd": (pairwise, pmaddwd),
         "sdot": (four, sdot),
         "usdot": (four, usdot),

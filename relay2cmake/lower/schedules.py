@@ -49,7 +49,7 @@ class ScheduleOptions:
     vectorize: bool  # False for the C target, which cannot print vector types
     parallel: bool
     # The integer dot product uint8 x int8 convolutions are tensorized with (int8_dot.py:
-    # "vnni", "pmaddwd", "sdot", "usdot"); "" widens to int32 vectors.
+    # "vnni", "vnni256", "pmaddwd", "sdot", "usdot"); "" widens to int32 vectors.
     int8_dot: str = ""
 
     @classmethod

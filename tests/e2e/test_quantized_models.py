@@ -468,6 +468,48 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruc
         assert np.mean(difference == 0) >= 0.99, (name, np.mean(difference == 0))
 
 
+def test_quantized_cnn_with_avx_vnni_matches_onnxruntime(tmp_path):
+    """An x86-64-v3 set with AVX-VNNI (Intel's client CPUs since Alder Lake, which lack
+    AVX-512): its integer convolutions are VEX ``vpdpbusd`` on 8 lanes (not ``vpmaddwd``),
+    every output within a quantum of ONNX Runtime's and 99% equal; a CPU without AVX-VNNI
+    gets an error from the context, not SIGILL (checked through CPUID: Clang 14's
+    ``__builtin_cpu_supports`` has no name for it)."""
+    import onnxruntime
+
+    model_path = _quantized("qdq", tmp_path)
+    target = "x86_64:x86-64-v3+avxvnni"
+    generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QVnni", targets=(target,)))
+    objects = tmp_path / "pkg" / "objects" / "x86_64" / "qvnni_kernels.o"
+    disassembly = run(["objdump", "-d", objects]).stdout
+    assert "{vex} vpdpbusd" in " ".join(disassembly.split()) and "vpmaddwd" not in disassembly
+    assert "zmm" not in disassembly  # 256-bit vectors only
+    configure_build(tmp_path / "pkg", tmp_path / "build")
+    cli = tmp_path / "build" / "qvnni_cli"
+    inputs = _inputs(np.random.default_rng(4))
+    files = []
+    for name, array in inputs.items():
+        files.append(tmp_path / f"{name}.npy")
+        np.save(files[-1], array)
+    host_has_it = "avx_vnni" in open("/proc/cpuinfo").read().split()
+    ran = run([cli, "--bench", "1", "--output-dir", tmp_path / "out", *files], check=False)
+    if not host_has_it:
+        assert ran.returncode != 0 and "lacks the instructions" in ran.stderr, ran
+        pytest.skip("this CPU has no AVX-VNNI: only the refusal was checked")
+    assert ran.returncode == 0 and f"kernels {target}\n" in ran.stdout, ran
+    model = onnx.load(str(model_path))
+    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    quanta = _output_quanta(model)
+    for index, (name, want) in enumerate(zip(names, session.run(names, inputs), strict=True)):
+        difference = np.abs(np.load(tmp_path / "out" / f"output_{index}.npy").astype(np.float64) - want)
+        assert difference.max() <= quanta[name] * 1.0001, (name, difference.max())
+        assert np.mean(difference == 0) >= 0.99, (name, np.mean(difference == 0))
+    if shutil.which("qemu-x86_64"):  # a CPU with AVX2 but without AVX-VNNI
+        haswell = [shutil.which("qemu-x86_64"), "-cpu", "Haswell"]
+        older = run([*haswell, cli, "--output-dir", tmp_path / "o", *files], check=False)
+        assert older.returncode != 0 and "lacks the instructions" in older.stderr, older
+
+
 @pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="needs gcc-arm-none-eabi")
 def test_quantized_cnn_links_into_cortex_m4f_firmware_with_8_bit_weights(tmp_path):
     """The QDQ model in the bare-metal firmware sample (portable C kernels, MinSizeRel): it

@@ -1039,9 +1039,9 @@ def _aligned_int32(count: int, fill: int) -> np.ndarray:
     return raw[start : start + count]
 
 
-def _host_has_vnni() -> bool:
+def _host_has(flag: str) -> bool:
     try:
-        return "avx512_vnni" in open("/proc/cpuinfo").read().split()
+        return flag in open("/proc/cpuinfo").read().split()
     except OSError:
         return False
 
@@ -1049,6 +1049,7 @@ def _host_has_vnni() -> bool:
 # instruction → (LLVM target, an instruction of it the kernel must hold)
 DOT_TARGETS = {
     "vnni": ({"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512vnni"]}, "vpdpbusd"),
+    "vnni256": ({"kind": "llvm", "mcpu": "x86-64-v3", "mattr": ["+avxvnni"]}, "{vex}\tvpdpbusd\t%ymm"),
     "pmaddwd": ({"kind": "llvm", "mcpu": "x86-64-v3"}, "vpmaddwd"),
     "": ({"kind": "llvm", "mcpu": "x86-64-v4"}, None),
 }
@@ -1084,19 +1085,20 @@ def _uint8_conv(size, in_channels, channels, kernel, stride, options):
     [(14, 64, 64, 3, 1, "vnni"), (7, 32, 48, 1, 1, "vnni"), (15, 4, 32, 7, 2, "vnni"),
      (14, 64, 64, 3, 1, ""), (14, 96, 24, 1, 1, "vnni"), (14, 96, 24, 1, 1, ""),
      (14, 64, 64, 3, 1, "pmaddwd"), (7, 32, 48, 1, 1, "pmaddwd"), (15, 4, 32, 7, 2, "pmaddwd"),
-     (14, 96, 24, 1, 1, "pmaddwd")],
+     (14, 96, 24, 1, 1, "pmaddwd"), (14, 64, 64, 3, 1, "vnni256"), (15, 4, 32, 7, 2, "vnni256"),
+     (14, 96, 24, 1, 1, "vnni256")],
 )  # fmt: skip
 def test_uint8_conv_is_exact_with_each_dot_product(size, in_channels, channels, kernel, stride, dot):
     """A quantized convolution's uint8 x int8 kernel (packed [O/16, kh, kw, I/4, 16, 4]):
-    with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs; with AVX2 vpmaddwd on int16
-    (two partial sums per channel); without either widened int32 vectors. All equal NumPy's
-    exact sums over the full range of both types, where a saturating vpmaddubsw would not (a
-    7x7 stride-2 layer over an RGB image's channels padded to 4, ResNet-18's first;
-    MobileNet v2's 24 output channels, computed as 32 and cut, writing nothing past the
-    output), and hold their instruction."""
+    with VNNI one vpdpbusd per pixel, 16 channels and 4 inputs (AVX-VNNI: two on 8 lanes);
+    with AVX2 vpmaddwd on int16 (two partial sums per channel); without either widened
+    int32 vectors. All equal NumPy's exact sums over the full range of both types, where a
+    saturating vpmaddubsw would not (a 7x7 stride-2 layer over an RGB image's channels
+    padded to 4, ResNet-18's first; MobileNet v2's 24 output channels, computed as 32 and
+    cut, writing nothing past the output), and hold their instruction."""
     import tvm
 
-    lanes = 8 if dot == "pmaddwd" else 16
+    lanes = 8 if dot in ("pmaddwd", "vnni256") else 16
     options = ScheduleOptions(vector_lanes=lanes, vectorize=True, parallel=True, int8_dot=dot)
     scheduled, x, packed, want = _uint8_conv(size, in_channels, channels, kernel, stride, options)
     target, instruction = DOT_TARGETS[dot]
@@ -1104,8 +1106,9 @@ def test_uint8_conv_is_exact_with_each_dot_product(size, in_channels, channels, 
         library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=target)
     if instruction:
         assert instruction in library.inspect_source("asm")
-    if dot == "vnni" and not _host_has_vnni():
-        pytest.skip("this CPU has no AVX-512 VNNI to run the kernel on")
+    needed = {"vnni": "avx512_vnni", "vnni256": "avx_vnni"}.get(dot)
+    if needed and not _host_has(needed):
+        pytest.skip(f"this CPU has no {needed} to run the kernel on")
     out_shape = want.shape
     count = int(np.prod(out_shape))
     buffer = _aligned_int32(count + 64, 12345)
