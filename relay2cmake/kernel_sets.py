@@ -12,9 +12,14 @@ def kernel_symbol(prefix: str, name: str) -> str:
     return f"__tvm_ffi_{prefix}_{name}"
 
 
-def wide_kernel_symbol(prefix: str, name: str) -> str:
-    """The same kernel in an object set's twin (AVX-512 on x86-64, the dot product on AArch64)."""
-    return kernel_symbol(f"{prefix}_wide", name)
+def twin_tag(index: int) -> str:
+    """Names an object set's ``index``-th twin in symbols and files: wide, wide2, ..."""
+    return "wide" if index == 0 else f"wide{index + 1}"
+
+
+def wide_kernel_symbol(prefix: str, name: str, tag: str = "wide") -> str:
+    """The same kernel in an object set's twin ``tag`` (``twin_tag``)."""
+    return kernel_symbol(f"{prefix}_{tag}", name)
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,11 @@ class ObjectSet:
     scheduled: tuple[str, ...]  # kernels a default schedule applied to (the rest: TVM's lowering)
     serial: tuple[str, ...] = ()  # kernels kept without parallel loops (they would allocate in them)
     tuned: tuple[str, ...] = ()  # kernels scheduled by a tuning record (gen --tuning-db)
-    wide: ObjectSet | None = None  # the twin (KernelTarget.wide_variant), symbols <prefix>_wide_*
+    # Twins (KernelTarget.twin_variants), in the order a context tries them; symbols
+    # <prefix>_<tag>_*, object objects/<arch>/<prefix>_kernels_<tag>.o
+    twins: tuple[ObjectSet, ...] = ()
+    label: str = ""  # a twin's target label ("x86_64:x86-64-v4+avx512vnni")
+    tag: str = ""  # a twin's twin_tag
     kernels: tuple[str, ...] = ()  # every kernel the object defines
     # Kernels LLVM could not build with their schedule for this set: built unscheduled.
     unscheduled: tuple[str, ...] = ()
@@ -40,7 +49,6 @@ class KernelCode:
     skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
     tvm_version: str = ""  # the TVM that generated them
 
-    def wide_kernels(self, arch: str) -> frozenset[str]:
-        """Kernels the twin of ``arch``'s object set defines."""
-        twin = self.objects[arch].wide if arch in self.objects else None
-        return frozenset(twin.kernels) if twin is not None else frozenset()
+    def twins(self, arch: str) -> tuple[ObjectSet, ...]:
+        """The twins of ``arch``'s object set."""
+        return self.objects[arch].twins if arch in self.objects else ()

@@ -11,6 +11,7 @@ picked when a context is made on a CPU that has AVX-512.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -61,7 +62,7 @@ class KernelTarget:
     # An LLVM CPU name, optionally with LLVM features after it: "x86-64-v4+avx512vnni".
     cpu: str = ""
     # The model has uint8 x int8 convolutions: the default x86 set's AVX-512 twin then needs
-    # VNNI too (``wide_variant``). Not part of the label: the twin's label says it.
+    # VNNI too (``twin_variants``). Not part of the label: the twin's label says it.
     int8_dot: bool = field(default=False, compare=False)
 
     @classmethod
@@ -139,25 +140,35 @@ class KernelTarget:
             return ()
         return {"sdot": (("AT_HWCAP", 20),), "usdot": (("AT_HWCAP2", 13),)}.get(self.int8_dot_instruction, ())
 
-    def wide_variant(self) -> KernelTarget | None:
-        """The twin set that ships beside an architecture's default set, chosen at run time
-        on CPUs that have more. x86-64: AVX-512 (10-15% faster kernels, measured on Zen 4),
-        with VNNI as well when the model has uint8 x int8 convolutions (4x float32's speed:
-        CPUs with AVX-512 but no VNNI, Skylake-SP, then run the AVX2 set). AArch64, for such
-        a model only: ARMv8.2's dot product (``sdot``; Cortex-A55/A76 and later, where ARMv8.0
-        widens to int32). Explicit CPU levels (``x86_64:znver4``, ``aarch64:cortex-a76``)
-        carry one set only."""
+    def twin_variants(self) -> tuple[KernelTarget, ...]:
+        """The twin sets that ship beside an architecture's default set, each chosen at run
+        time, the first the CPU has, on CPUs that have more. x86-64: AVX-512 (10-15% faster
+        kernels, measured on Zen 4), with VNNI as well when the model has uint8 x int8
+        convolutions (4x float32's speed); for such a model also AVX-VNNI (x86-64-v3 with the
+        256-bit ``vpdpbusd``: Intel's client CPUs since Alder Lake, which lack AVX-512; 2.6x
+        the ``vpmaddwd`` kernels on ResNet-18). AArch64, for such a model: ARMv8.2's dot
+        product (``sdot``; Cortex-A55/A76 and later, where ARMv8.0 widens to int32).
+        Explicit CPU levels (``x86_64:znver4``, ``aarch64:cortex-a76``) carry one set only."""
         default = ARCHITECTURES.get(self.arch, ("", "", ()))[1]
-        if self.arch == "x86_64" and self.cpu == default:
-            return KernelTarget("x86_64", WIDE_X86_CPU + (f"+{INT8_DOT_FEATURE}" if self.int8_dot else ""))
-        if self.arch == "aarch64" and self.cpu == default and self.int8_dot:
-            return KernelTarget("aarch64", f"{default}+dotprod")
-        return None
+        if self.cpu != default:
+            return ()
+        if self.arch == "x86_64":
+            wide = KernelTarget("x86_64", WIDE_X86_CPU + (f"+{INT8_DOT_FEATURE}" if self.int8_dot else ""))
+            return (wide, KernelTarget("x86_64", f"{default}+avxvnni")) if self.int8_dot else (wide,)
+        if self.arch == "aarch64" and self.int8_dot:
+            return (KernelTarget("aarch64", f"{default}+dotprod"),)
+        return ()
+
+    def wide_variant(self) -> KernelTarget | None:
+        """The first twin set (``twin_variants``): AVX-512 for the default x86-64 set."""
+        return next(iter(self.twin_variants()), None)
 
     @property
     def twin_name(self) -> str:
-        """What a twin set (``wide_variant``) of this architecture adds, for people."""
-        return "the dot product" if self.arch == "aarch64" else "AVX-512"
+        """What this set adds as a twin of its architecture's default set, for people."""
+        if self.arch == "aarch64":
+            return "the dot product"
+        return "AVX-512" if self.vector_lanes == 16 else "AVX-VNNI"
 
     def cpu_check(self, prefix: str) -> str:
         """A C condition: the CPU running the program has what this set needs (x86: GCC's and
@@ -204,16 +215,27 @@ def host_target() -> KernelTarget | None:
     return None
 
 
-def host_runs_wide() -> bool:
-    """Whether this machine's CPU has what its architecture's twin set adds (Linux): AVX-512,
-    or AArch64's dot product."""
+def host_runs(target: KernelTarget) -> bool:
+    """Whether this machine's CPU has what ``target``'s objects need (Linux's /proc/cpuinfo)."""
     try:
-        flags = open("/proc/cpuinfo").read().split()
+        flags = set(open("/proc/cpuinfo").read().split())
     except OSError:
         return False
-    if platform.machine() in ARCHITECTURES["aarch64"][2]:
-        return "asimddp" in flags
-    return all(f in flags for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl"))
+    if target.arch == "aarch64":
+        spelled = {"sdot": "asimddp", "usdot": "i8mm"}.get(target.int8_dot_instruction)
+        return platform.machine() in ARCHITECTURES["aarch64"][2] and (spelled is None or spelled in flags)
+    spelling = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni"}  # the kernel's names for them
+    return target.arch == "x86_64" and all(spelling.get(f, f) in flags for f in target.x86_features)
+
+
+def host_runs_wide() -> bool:
+    """Whether this machine's CPU runs its architecture's first twin set: AVX-512 (a float
+    model's) on x86-64, the dot product on AArch64."""
+    host = host_target()
+    if host is None:
+        return False
+    twin = dataclasses.replace(host, int8_dot=host.arch == "aarch64").wide_variant()
+    return twin is not None and host_runs(twin)
 
 
 def parse_targets(specs: list[str] | None) -> tuple[KernelTarget, ...]:

@@ -25,7 +25,8 @@
 #define __PREFIX___MESSAGE_BYTES 256
 
 struct __prefix___context {
-  const __prefix___kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
+  const __prefix___kernel_fn* step_kernels;  /* a twin set's, or NULL: the step table's */
+  const char* twin_name;  /* that twin set's label */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -172,8 +173,8 @@ __prefix___status __prefix___context_init(void* workspace, size_t workspace_byte
 #endif
   context = (__prefix___context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(__PREFIX___WIDE_KERNELS_LINKED) && defined(__PREFIX___WIDE_CPU_SUPPORTED)
-  if (__PREFIX___WIDE_CPU_SUPPORTED()) context->step_kernels = __prefix___wide_step_kernels;
+#if defined(__PREFIX___WIDE_KERNELS_LINKED)
+  context->step_kernels = __prefix___twin_step_kernels(&context->twin_name);
 #endif
   context->arena = (unsigned char*)workspace + __PREFIX___CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -281,7 +282,7 @@ const char* __prefix___last_error(const __prefix___context* context) {
 
 const char* __prefix___kernel_set(const __prefix___context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return __PREFIX___WIDE_KERNEL_SET_NAME;
+  if (context->step_kernels != NULL) return context->twin_name;
   return __PREFIX___KERNEL_SET_NAME;
 }
 

@@ -83,7 +83,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     # Refuse to clobber before any long step; checked again just before writing.
     check_output_dir(options.out, options.force, keep=(options.model,))
     tuning = tuning_db.load(options.tuning_db) if options.tuning_db is not None else None
-    built = {t.label for t in targets} | {w.label for t in targets if (w := t.wide_variant()) is not None}
+    built = {t.label for t in targets} | {w.label for t in targets for w in t.twin_variants()}
     # A twin set counts as built.
     untuned_target = tuning.target if tuning is not None and tuning.target not in built else None
     seconds: dict[str, float] = {}
@@ -125,7 +125,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
     gc.collect()
     from relay2cmake.lower.rewrites.conv2d_nhwc import has_uint8_convolutions
 
-    if has_uint8_convolutions(imported.module):  # twins with VNNI, AArch64's dot product (wide_variant)
+    if has_uint8_convolutions(imported.module):  # twins with integer dot products (twin_variants)
         targets = tuple(dataclasses.replace(t, int8_dot=True) for t in targets)
     build = _Builder(options, imported, reference, name, version, prefix, targets, tuning, timed)
     try:
@@ -318,9 +318,7 @@ class _Builder:
             model_sha256=self.imported.source_sha256,
             # A model without kernels carries no objects: only what was built is listed.
             targets=tuple(t.label for t in targets if not t.is_object or t.arch in lowered.code.objects)
-            + tuple(
-                w.label for t in targets if (w := t.wide_variant()) is not None and _has_wide(lowered, t)
-            ),
+            + tuple(twin.label for o in lowered.code.objects.values() for twin in o.twins),
         )
         fallbacks = fallback_lines(lowered, targets)
         files = timed("render", "Rendering the package", lambda: self._render(identity, plan, fallbacks))
@@ -331,13 +329,12 @@ class _Builder:
         check = self_check.CheckResult((), (), skipped="--no-self-check")
         if options.self_check:
             arches = tuple(lowered.code.objects)
-            host_set = lowered.code.objects.get(self_check.HOST_ARCH)
-            has_wide = host_set is not None and host_set.wide is not None
+            twins = tuple(twin.label for twin in lowered.code.twins(self_check.HOST_ARCH or ""))
             external = plan.weight_bytes >= EXTERNAL_WEIGHTS_FROM
             check = timed(
                 "check",
                 "Checking the package: building it and running its golden test",
-                lambda: self_check.check_package(staging, self.prefix, arches, has_wide, external),
+                lambda: self_check.check_package(staging, self.prefix, arches, twins, external),
             )
         return _Package(identity, lowered, plan, files, staging, check, fallbacks)
 
@@ -373,14 +370,11 @@ EXTERNAL_WEIGHTS_FROM = 1 << 20
 def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> tuple[str, ...]:
     """One line per optimisation declined: Relax rewrites, then kernel by kernel per set."""
     labels = {t.arch: t.label for t in targets if t.is_object}
-    twins = {t.arch: w.label for t in targets if (w := t.wide_variant()) is not None}
     lines = list(lowered.fallbacks)
     for label, reason in sorted(lowered.code.skipped.items()):
         lines.append(f"{label}: no objects ({reason[:300]}); the portable C kernels serve it")
     for arch, object_set in sorted(lowered.code.objects.items()):
-        sets = [(labels.get(arch, arch), object_set)]
-        if object_set.wide is not None:
-            sets.append((twins.get(arch, f"{arch} twin"), object_set.wide))
+        sets = [(labels.get(arch, arch), object_set)] + [(t.label, t) for t in object_set.twins]
         for label, one in sets:
             if one.unscheduled:
                 lines.append(
@@ -390,8 +384,3 @@ def fallback_lines(lowered: LoweredModel, targets: tuple[KernelTarget, ...]) -> 
             if one.in_c:
                 lines.append(f"{label}: {', '.join(one.in_c)} compiled from C (LLVM could not build it)")
     return tuple(lines)
-
-
-def _has_wide(lowered, target) -> bool:
-    object_set = lowered.code.objects.get(target.arch)
-    return object_set is not None and object_set.wide is not None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from relay2cmake.commands import cmake_runner
 from relay2cmake.errors import BuildError
-from relay2cmake.targets import host_runs_wide
+from relay2cmake.targets import KernelTarget, host_runs
 
 HOST_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
     platform.machine().lower()
@@ -42,16 +42,19 @@ class CheckResult:
         return not self.failures
 
 
-def variants(prefix: str, object_arches: tuple[str, ...], has_wide: bool) -> list[Variant]:
-    """The kernel sets this machine runs: the host's objects (with and without its twin set
-    when the host runs the twin: the CPU check picks it where it can) and the C kernels."""
+def variants(prefix: str, object_arches: tuple[str, ...], twins: tuple[str, ...] = ()) -> list[Variant]:
+    """The kernel sets this machine runs: the host's objects (the first of its ``twins``
+    (labels) the CPU has, each further one it has alone, and none) and the C kernels."""
     upper = prefix.upper()
     found = []
     if HOST_ARCH in object_arches:
         found.append(Variant(f"{HOST_ARCH} objects", ()))
-        if has_wide and host_runs_wide():  # elsewhere the first build already runs the base set
+        runs = [label for label in twins if host_runs(KernelTarget.from_label(label))]
+        for label in runs[1:]:  # the first build runs runs[0]
+            found.append(Variant(f"{HOST_ARCH} objects, twin {label}", (f"-D{upper}_TWINS={label}",)))
+        if runs:  # elsewhere the first build already runs the base set
             found.append(
-                Variant(f"{HOST_ARCH} objects without the twin set", (f"-D{upper}_WIDE_KERNELS=OFF",))
+                Variant(f"{HOST_ARCH} objects without the twin sets", (f"-D{upper}_WIDE_KERNELS=OFF",))
             )
     found.append(Variant("portable C kernels", (f"-D{upper}_PORTABLE_KERNELS=ON",)))
     return found
@@ -67,7 +70,7 @@ def _failed_outputs(log: str) -> str:
 
 
 def check_package(
-    package: Path, prefix: str, object_arches: tuple[str, ...], has_wide: bool, external_weights: bool
+    package: Path, prefix: str, object_arches: tuple[str, ...], twins: tuple[str, ...], external_weights: bool
 ) -> CheckResult:
     upper = prefix.upper()
     common = (
@@ -79,7 +82,7 @@ def check_package(
     checked, failures = [], []
     scratch = tempfile.mkdtemp(prefix="relay2cmake-check-")
     try:
-        for index, variant in enumerate(variants(prefix, object_arches, has_wide)):
+        for index, variant in enumerate(variants(prefix, object_arches, twins)):
             build_dir = Path(scratch) / f"b{index}"
             try:
                 cmake_runner.configure(package, build_dir, *common, *variant.definitions)

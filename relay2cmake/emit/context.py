@@ -7,7 +7,6 @@ sees; the item views (``TensorView``, ``StepView``, ...) are what its loops walk
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,7 +27,7 @@ from relay2cmake.symbolic import DimExpr, c_expression, corners, evaluate, large
 from relay2cmake.targets import KernelTarget
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
-_CONTEXT_FIXED_BYTES = 5 * 8 + 256
+_CONTEXT_FIXED_BYTES = 6 * 8 + 256
 _DLTENSOR_BOUND = 64
 _FFI_ANY_BYTES = 16
 # The thread pool: a mutex, two condition variables and counters, plus a thread handle and
@@ -198,18 +197,26 @@ class ConstantView:
 
 
 @dataclass(frozen=True)
+class TwinView:
+    label: str  # "x86_64:x86-64-v4+avx512vnni"
+    name: str  # what it adds, for people ("AVX-512", "AVX-VNNI", "the dot product")
+    path: str  # objects/<arch>/<prefix>_kernels_<tag>.o, linked beside its set
+    table: str  # its step table's C name, <prefix>_<tag>_step_kernels
+    linked: str  # <PREFIX>_TWIN_<TAG>_LINKED, defined when CMake links it
+    cpu_check: str  # a C condition: the CPU runs it
+    kernel_symbols: tuple[str, ...]  # its kernels the steps call (declared in model.c)
+    step_symbols: tuple[str, ...]  # per step: its kernel, or the set's own
+
+
+@dataclass(frozen=True)
 class ObjectSetView:
     label: str  # "x86_64:x86-64-v3"
     path: str  # objects/<arch>/<prefix>_kernels.o
     processors: str  # CMAKE_SYSTEM_PROCESSOR values, as a regex alternation
     define: str  # <PREFIX>_OBJECTS_<ARCH>, set when CMake links this set
-    wide_path: str  # its twin (symbols <prefix>_wide_*) linked beside it; "" when none
-    wide_label: str  # the twin's label ("aarch64:generic+dotprod"); "" when none
-    wide_name: str  # what the twin adds, for people ("AVX-512", "the dot product")
-    wide_cpu_check: str  # a C condition: the CPU runs the twin
-    wide_check_available: str  # a preprocessor condition under which wide_cpu_check compiles
-    wide_kernel_symbols: tuple[str, ...]  # the twin's kernels the steps call
-    wide_step_symbols: tuple[str, ...]  # per step: the twin's kernel, or the set's own
+    twins: tuple[TwinView, ...]  # in the order a context tries them
+    twins_text: str  # "x86_64:x86-64-v4+avx512vnni or ...", for CMake's message
+    check_available: str  # a preprocessor condition under which the twins' CPU checks compile
     c_fallback_path: str  # C of the kernels LLVM could not build for this set; "" when none
 
 
@@ -265,6 +272,7 @@ class PackageView:
     object_sets: tuple[ObjectSetView, ...]  # one per architecture
     has_wide_kernels: bool
     wide_kernel_set: str  # the twins' labels
+    wide_kernel_list: str  # the same as a CMake list
     object_sets_markdown: str  # "`x86_64:x86-64-v3` (objects/x86_64/<prefix>_kernels.o), ..."
     twins_markdown: str  # "`x86_64:x86-64-v4` (AVX-512), ..."
     x86_cpu_check: str  # a C condition: the CPU runs the x86 object set
@@ -442,45 +450,46 @@ def build_view(
     )
 
     listed = [t for t in map(KernelTarget.from_label, identity.targets) if t.is_object]
-    # The twin of an architecture's set (AVX-512, with VNNI for a quantized model; AArch64's
-    # dot product), where the package carries it.
-    wide_targets = {
-        t.arch: w
-        for t in listed
-        for int8_dot in (False, True)
-        if (w := dataclasses.replace(t, int8_dot=int8_dot).wide_variant()) is not None
-        and w.label in identity.targets
-    }
-    object_targets = [t for t in listed if t not in wide_targets.values()]  # one per architecture
+    # Twins (KernelTarget.twin_variants) are listed after the sets they belong to.
+    twin_labels = {twin.label for o in plan.kernels.objects.values() for twin in o.twins}
+    object_targets = [t for t in listed if t.label not in twin_labels]  # one per architecture
     reference = golden.reference + (
         f", confirmed by {', '.join(golden.confirmed_by)}" if golden.confirmed_by else ""
     )
     symbols = {s.symbol for s in steps}
 
-    def wide_step_symbols(arch: str) -> tuple[str, ...]:
-        twin = plan.kernels.wide_kernels(arch)
-        return tuple(
-            wide_kernel_symbol(prefix, step.kernel) if step.kernel in twin else step.symbol
+    def twin_view(arch: str, twin) -> TwinView:
+        target = KernelTarget.from_label(twin.label)
+        step_symbols = tuple(
+            wide_kernel_symbol(prefix, step.kernel, twin.tag) if step.kernel in twin.kernels else step.symbol
             for step in plan.steps
         )
+        return TwinView(
+            label=twin.label,
+            name=target.twin_name,
+            path=f"objects/{arch}/{prefix}_kernels_{twin.tag}.o",
+            table=f"{prefix}_{twin.tag}_step_kernels",
+            linked=f"{prefix.upper()}_TWIN_{twin.tag.upper()}_LINKED",
+            cpu_check=target.cpu_check(prefix),
+            kernel_symbols=tuple(sorted(set(step_symbols) - symbols)),
+            step_symbols=step_symbols,
+        )
 
-    object_sets = tuple(
-        ObjectSetView(
+    def set_view(t: KernelTarget) -> ObjectSetView:
+        twins = tuple(twin_view(t.arch, twin) for twin in plan.kernels.twins(t.arch))
+        return ObjectSetView(
             label=t.label,
             path=f"objects/{t.arch}/{prefix}_kernels.o",
             processors="|".join(t.processors),
             define=f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
-            wide_path=f"objects/{t.arch}/{prefix}_kernels_wide.o" if t.arch in wide_targets else "",
-            wide_label=wide_targets[t.arch].label if t.arch in wide_targets else "",
-            wide_name=t.twin_name,
-            wide_cpu_check=wide_targets[t.arch].cpu_check(prefix) if t.arch in wide_targets else "0",
-            wide_check_available=t.cpu_check_available,
-            wide_kernel_symbols=tuple(sorted(set(wide_step_symbols(t.arch)) - symbols)),
-            wide_step_symbols=wide_step_symbols(t.arch),
+            twins=twins,
+            twins_text=" or ".join(twin.label for twin in twins),
+            check_available=t.cpu_check_available,
             c_fallback_path=c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
         )
-        for t in object_targets
-    )
+
+    object_sets = tuple(set_view(t) for t in object_targets)
+    every_twin = [twin for o in object_sets for twin in o.twins]
     return PackageView(
         name=identity.name,
         prefix=prefix,
@@ -507,13 +516,17 @@ def build_view(
         workspace_bytes=workspace_bytes(plan),
         max_threads=MAX_THREADS,
         object_sets=object_sets,
-        has_wide_kernels=bool(wide_targets),
+        has_wide_kernels=bool(every_twin),
         object_sets_markdown=", ".join(f"`{o.label}` ({o.path})" for o in object_sets),
-        twins_markdown=", ".join(f"`{o.wide_label}` ({o.wide_name})" for o in object_sets if o.wide_path),
-        wide_kernel_set=", ".join(t.label for t in wide_targets.values()),
+        twins_markdown=", ".join(f"`{twin.label}` ({twin.name})" for twin in every_twin),
+        wide_kernel_set=", ".join(twin.label for twin in every_twin),
+        wide_kernel_list=";".join(twin.label for twin in every_twin),
         x86_cpu_check=next((t.cpu_check(prefix) for t in object_targets if t.arch == "x86_64"), "1"),
         aarch64_cpu_check=next((t.cpu_check(prefix) for t in object_targets if t.arch == "aarch64"), "1"),
-        x86_avx_vnni_check=any("avxvnni" in t.x86_features for t in object_targets),
+        x86_avx_vnni_check=any(
+            "avxvnni" in KernelTarget.from_label(label).x86_features
+            for label in [t.label for t in object_targets] + [twin.label for twin in every_twin]
+        ),
         all_dtypes=tuple(
             DtypeView(f"{prefix.upper()}_DTYPE_{d.enum_suffix}", d.value) for d in dtypes.DTYPES.values()
         ),

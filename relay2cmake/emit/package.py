@@ -194,8 +194,8 @@ def render_package(
         files[c_fallback_path(prefix, arch)] = (banner + source).encode("utf-8")
     for arch, object_set in kernels.objects.items():
         files[f"objects/{arch}/{prefix}_kernels.o"] = object_set.code
-        if object_set.wide is not None:
-            files[f"objects/{arch}/{prefix}_kernels_wide.o"] = object_set.wide.code
+        for twin in object_set.twins:
+            files[f"objects/{arch}/{prefix}_kernels_{twin.tag}.o"] = twin.code
     # The only copy of the weights: compiled in by cmake/weights.cmake, or read at run time.
     files[view.weights_file] = plan.weights
     for folder, data in golden_folders(golden):
@@ -208,7 +208,7 @@ def render_package(
     document["fallbacks"] = list(fallbacks)
     document["self_check"] = self_check
     sets = dict(kernels.objects)
-    sets.update({f"{arch}-wide": o.wide for arch, o in kernels.objects.items() if o.wide is not None})
+    sets.update({f"{arch}-{t.tag}": t for arch, o in kernels.objects.items() for t in o.twins})
     document["scheduled_kernels"] = {name: list(o.scheduled) for name, o in sorted(sets.items())}
     document["serial_kernels"] = {name: list(o.serial) for name, o in sorted(sets.items())}
     document["tuned_kernels"] = {name: list(o.tuned) for name, o in sorted(sets.items()) if o.tuned}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay2cmake.errors import ModelError, describe
-from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, wide_kernel_symbol
+from relay2cmake.kernel_sets import KernelCode, ObjectSet, kernel_symbol, twin_tag, wide_kernel_symbol
 from relay2cmake.lower import c_source, llvm_ir
 from relay2cmake.lower.reshape_views import reshapes_as_views
 from relay2cmake.lower.rewrites.batch_norm import inference_batch_norm_as_affine
@@ -181,27 +181,29 @@ def c_kernels_source(prims: IRModule) -> str:
     return c_source.restore_constants(source, literals)
 
 
-def _wide_object(
+def _twin_object(
     prims,
     prefix: str,
     wide: KernelTarget,
+    tag: str,
     tuning: TuningDatabase | None,
     bounds: dict[str, int] | None = None,
 ):
-    """The twin set (``KernelTarget.wide_variant``), symbols ``<prefix>_wide_*``, with only
+    """A twin set (``KernelTarget.twin_variants``), symbols ``<prefix>_<tag>_*``, with only
     the kernels it changes; (None, {}) when there are none. The others run from the default
     set on every CPU. AVX-512: the kernels that reduce and that a default schedule (or a
     tuning record) applies to (memory-bound and unscheduled loops gain little from it, and
-    LLVM's AVX-512 code for one of them, ONNX's test_tile, computed wrong values). AArch64's
-    dot product: the uint8 x int8 convolutions, the only kernels that use it."""
+    LLVM's AVX-512 code for one of them, ONNX's test_tile, computed wrong values). An integer
+    dot product the default set lacks (AVX-VNNI, AArch64's): the uint8 x int8 convolutions,
+    the only kernels that use it."""
     import tvm
 
-    renamed = _renamed(prims, f"{prefix}_wide")
+    renamed = _renamed(prims, f"{prefix}_{tag}")
     tuned = _tuned(renamed, tuning) if tuning is not None and tuning.target == wide.label else {}
     options = ScheduleOptions.for_objects(wide)
 
     def changed(func) -> bool:
-        if wide.arch == "aarch64":
+        if wide.vector_lanes != 16:  # the default set's vectors: only the dot product differs
             return has_block(func, UINT8_BLOCK)
         return has_reduction(func) and schedule_function(func, options) is not None
 
@@ -209,7 +211,8 @@ def _wide_object(
     chosen = {gv: renamed[gv] for gv in kept}
     if not chosen:
         return None, {}
-    return _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True, bounds=bounds)
+    twin, scratch = _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True, bounds=bounds)
+    return dataclasses.replace(twin, label=wide.label, tag=tag), scratch
 
 
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
@@ -620,7 +623,7 @@ def lower(
 ) -> LoweredModel:
     """Lower once (one memory plan for every kernel set), then generate each kernel set;
     ``tuning``'s schedules replace the default ones in the set of its target. With
-    ``optimise=False`` (the plain path): no optional rewrite, no schedule, no AVX-512 twin."""
+    ``optimise=False`` (the plain path): no optional rewrite, no schedule, no twin set."""
     import tvm
 
     main, prims, fallbacks = lowered_kernels(module, prefix, winograd, optimise)
@@ -658,17 +661,19 @@ def lower(
             )
             in_c = c_source.adapt(c_kernels_source(subset), abi_header)
             object_set = dataclasses.replace(object_set, c_source=in_c)
-        wide = target.wide_variant() if optimise else None
-        if wide is not None:
+        twins = []
+        for index, twin in enumerate(target.twin_variants() if optimise else ()):
+            tag = twin_tag(index)
             try:
-                wide_set, wide_scratch = _wide_object(prims, prefix, wide, tuning, bounds)
+                twin_set, twin_scratch = _twin_object(prims, prefix, twin, tag, tuning, bounds)
             except ModelError as exc:  # the default set still serves the CPUs it was for
-                skipped[wide.label] = str(exc)
-                wide_set = None
-            if wide_set is not None:
-                object_set = dataclasses.replace(object_set, wide=wide_set)
-                base = {wide_kernel_symbol(prefix, n): kernel_symbol(prefix, n) for n in symbols}
-                object_scratch = _merged(object_scratch, {base[k]: v for k, v in wide_scratch.items()})
+                skipped[twin.label] = str(exc)
+                continue
+            if twin_set is not None:
+                twins.append(twin_set)
+                base = {wide_kernel_symbol(prefix, n, tag): kernel_symbol(prefix, n) for n in symbols}
+                object_scratch = _merged(object_scratch, {base[k]: v for k, v in twin_scratch.items()})
+        object_set = dataclasses.replace(object_set, twins=tuple(twins))
         objects[target.arch] = object_set
         scratch = _merged(scratch, object_scratch)
     code = KernelCode(c_source.adapt(source, abi_header), objects, skipped, str(tvm.__version__))

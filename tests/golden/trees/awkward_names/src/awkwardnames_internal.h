@@ -34,14 +34,10 @@
 #include <sys/auxv.h>
 #define AWKWARDNAMES_AARCH64_OBJECTS_CPU_SUPPORTED() (1)
 #endif
-/* An object set's twin, picked at run time where the CPU has what it adds. */
-#ifndef AWKWARDNAMES_WIDE_KERNEL_SET_NAME
-#define AWKWARDNAMES_WIDE_KERNEL_SET_NAME ""
-#endif
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define AWKWARDNAMES_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct awkwardnames_context), a multiple of 64; the arena follows it. */
-#define AWKWARDNAMES_CONTEXT_BYTES 3456u
+#define AWKWARDNAMES_CONTEXT_BYTES 3520u
 
 /* Worker threads: AWKWARDNAMES_THREADS is 1 when the build found pthreads (CMake sets it). */
 #ifndef AWKWARDNAMES_THREADS
@@ -157,7 +153,8 @@ extern const char* const awkwardnames_builtin_texts[];
  * with AWKWARDNAMES_ERROR_INVALID_INPUT and the builtin's message. */
 #define AWKWARDNAMES_BUILTIN_INVALID_INPUT 2
 #ifdef AWKWARDNAMES_WIDE_KERNELS_LINKED
-extern const awkwardnames_kernel_fn awkwardnames_wide_step_kernels[];
+/* The step table of the first twin set this CPU runs (its label in *name), or NULL. */
+const awkwardnames_kernel_fn* awkwardnames_twin_step_kernels(const char** name);
 #endif
 extern const awkwardnames_tensor_info awkwardnames_input_table[];
 extern const awkwardnames_tensor_info awkwardnames_output_table[];

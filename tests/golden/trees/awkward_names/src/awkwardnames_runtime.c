@@ -28,7 +28,8 @@
 #define AWKWARDNAMES_MESSAGE_BYTES 256
 
 struct awkwardnames_context {
-  const awkwardnames_kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
+  const awkwardnames_kernel_fn* step_kernels;  /* a twin set's, or NULL: the step table's */
+  const char* twin_name;  /* that twin set's label */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -175,8 +176,8 @@ awkwardnames_status awkwardnames_context_init(void* workspace, size_t workspace_
 #endif
   context = (awkwardnames_context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED) && defined(AWKWARDNAMES_WIDE_CPU_SUPPORTED)
-  if (AWKWARDNAMES_WIDE_CPU_SUPPORTED()) context->step_kernels = awkwardnames_wide_step_kernels;
+#if defined(AWKWARDNAMES_WIDE_KERNELS_LINKED)
+  context->step_kernels = awkwardnames_twin_step_kernels(&context->twin_name);
 #endif
   context->arena = (unsigned char*)workspace + AWKWARDNAMES_CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -284,7 +285,7 @@ const char* awkwardnames_last_error(const awkwardnames_context* context) {
 
 const char* awkwardnames_kernel_set(const awkwardnames_context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return AWKWARDNAMES_WIDE_KERNEL_SET_NAME;
+  if (context->step_kernels != NULL) return context->twin_name;
   return AWKWARDNAMES_KERNEL_SET_NAME;
 }
 

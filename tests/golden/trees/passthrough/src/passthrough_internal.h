@@ -34,10 +34,6 @@
 #include <sys/auxv.h>
 #define PASSTHROUGH_AARCH64_OBJECTS_CPU_SUPPORTED() (1)
 #endif
-/* An object set's twin, picked at run time where the CPU has what it adds. */
-#ifndef PASSTHROUGH_WIDE_KERNEL_SET_NAME
-#define PASSTHROUGH_WIDE_KERNEL_SET_NAME ""
-#endif
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define PASSTHROUGH_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct passthrough_context), a multiple of 64; the arena follows it. */
@@ -157,7 +153,8 @@ extern const char* const passthrough_builtin_texts[];
  * with PASSTHROUGH_ERROR_INVALID_INPUT and the builtin's message. */
 #define PASSTHROUGH_BUILTIN_INVALID_INPUT 2
 #ifdef PASSTHROUGH_WIDE_KERNELS_LINKED
-extern const passthrough_kernel_fn passthrough_wide_step_kernels[];
+/* The step table of the first twin set this CPU runs (its label in *name), or NULL. */
+const passthrough_kernel_fn* passthrough_twin_step_kernels(const char** name);
 #endif
 extern const passthrough_tensor_info passthrough_input_table[];
 extern const passthrough_tensor_info passthrough_output_table[];

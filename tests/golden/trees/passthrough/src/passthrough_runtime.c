@@ -28,7 +28,8 @@
 #define PASSTHROUGH_MESSAGE_BYTES 256
 
 struct passthrough_context {
-  const passthrough_kernel_fn* step_kernels;  /* the twin set's, or NULL: the step table's */
+  const passthrough_kernel_fn* step_kernels;  /* a twin set's, or NULL: the step table's */
+  const char* twin_name;  /* that twin set's label */
   unsigned char* arena;
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
@@ -175,8 +176,8 @@ passthrough_status passthrough_context_init(void* workspace, size_t workspace_by
 #endif
   context = (passthrough_context*)workspace;
   memset(context, 0, sizeof(*context));
-#if defined(PASSTHROUGH_WIDE_KERNELS_LINKED) && defined(PASSTHROUGH_WIDE_CPU_SUPPORTED)
-  if (PASSTHROUGH_WIDE_CPU_SUPPORTED()) context->step_kernels = passthrough_wide_step_kernels;
+#if defined(PASSTHROUGH_WIDE_KERNELS_LINKED)
+  context->step_kernels = passthrough_twin_step_kernels(&context->twin_name);
 #endif
   context->arena = (unsigned char*)workspace + PASSTHROUGH_CONTEXT_BYTES;
   context->pool.threads = 1;
@@ -284,7 +285,7 @@ const char* passthrough_last_error(const passthrough_context* context) {
 
 const char* passthrough_kernel_set(const passthrough_context* context) {
   if (context == NULL) return "";
-  if (context->step_kernels != NULL) return PASSTHROUGH_WIDE_KERNEL_SET_NAME;
+  if (context->step_kernels != NULL) return context->twin_name;
   return PASSTHROUGH_KERNEL_SET_NAME;
 }
 
