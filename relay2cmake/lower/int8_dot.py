@@ -59,6 +59,17 @@ def _descriptions() -> dict:
             T.broadcast(T.reinterpret(a.vload([0], "uint8x4"), dtype="int32"), lanes), dtype=dtype
         )
 
+    def vpdpbusd(c, a, b, first, lanes: int):
+        """``vpdpbusd`` on ``lanes`` output channels from ``first``: 16 (AVX-512 VNNI), 8
+        (AVX-VNNI's VEX form: the same LLVM intrinsic, selected without AVX-512)."""
+        return T.call_llvm_pure_intrin(
+            T.llvm_lookup_intrinsic_id(f"llvm.x86.avx512.vpdpbusd.{32 * lanes}"),
+            c.vload([first], dtype=f"int32x{lanes}"),
+            pixel_bytes(a, lanes, f"int8x{4 * lanes}"),
+            b.vload([first, 0], dtype=f"int8x{4 * lanes}"),
+            dtype=f"int32x{lanes}",
+        )
+
     @T.prim_func(s_tir=True)
     def vnni(
         a: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
@@ -68,13 +79,7 @@ def _descriptions() -> dict:
         with T.sblock("root"):
             T.reads(c[0:16], a[0:4], b[0:16, 0:4])
             T.writes(c[0:16])
-            c[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
-                c.vload([0], dtype="int32x16"),
-                pixel_bytes(a, 16, "int8x64"),
-                b.vload([0, 0], dtype="int8x64"),
-                dtype="int32x16",
-            )
+            c[T.ramp(T.int32(0), 1, 16)] = vpdpbusd(c, a, b, 0, 16)
 
     @T.prim_func(s_tir=True)
     def vnni256(
@@ -86,13 +91,7 @@ def _descriptions() -> dict:
             T.reads(c[0:16], a[0:4], b[0:16, 0:4])
             T.writes(c[0:16])
             for j in T.unroll(2):  # output channels 8j..8j+7
-                c[T.ramp(j * 8, 1, 8)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.256"),
-                    c.vload([j * 8], dtype="int32x8"),
-                    pixel_bytes(a, 8, "int8x32"),
-                    b.vload([j * 8, 0], dtype="int8x32"),
-                    dtype="int32x8",
-                )
+                c[T.ramp(j * 8, 1, 8)] = vpdpbusd(c, a, b, j * 8, 8)
 
     @T.prim_func(s_tir=True)
     def pairwise(
