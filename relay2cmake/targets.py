@@ -5,8 +5,10 @@ set for an architecture at one CPU level, e.g. ``x86_64`` (x86-64-v3: AVX2 and F
 x86-64 CPU since 2015), ``x86_64:znver4``, ``aarch64`` (ARMv8-A with NEON),
 ``aarch64:cortex-a76``, ``x86_64:native`` (the generating machine's CPU). The generated
 CMake links the set matching ``CMAKE_SYSTEM_PROCESSOR`` and compiles the C kernels
-everywhere else. The default ``x86_64`` set also carries an x86-64-v4 (AVX-512) twin,
-picked when a context is made on a CPU that has AVX-512.
+everywhere else. Default sets also carry twin sets (``KernelTarget.twin_variants``), the
+first one the CPU has picked when a context is made: ``x86_64`` an x86-64-v4 (AVX-512) twin
+and, for a quantized model, an AVX-VNNI one; ``aarch64``, for a quantized model, a
+dot-product one.
 """
 
 from __future__ import annotations
