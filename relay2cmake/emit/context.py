@@ -215,7 +215,6 @@ class ObjectSetView:
     processors: str  # CMAKE_SYSTEM_PROCESSOR values, as a regex alternation
     define: str  # <PREFIX>_OBJECTS_<ARCH>, set when CMake links this set
     twins: tuple[TwinView, ...]  # in the order a context tries them
-    twins_text: str  # "x86_64:x86-64-v4+avx512vnni or ...", for CMake's message
     check_available: str  # a preprocessor condition under which the twins' CPU checks compile
     c_fallback_path: str  # C of the kernels LLVM could not build for this set; "" when none
 
@@ -483,7 +482,6 @@ def build_view(
             processors="|".join(t.processors),
             define=f"{prefix.upper()}_OBJECTS_{t.arch.upper()}",
             twins=twins,
-            twins_text=" or ".join(twin.label for twin in twins),
             check_available=t.cpu_check_available,
             c_fallback_path=c_fallback_path(prefix, t.arch) if t.arch in c_fallback_arches else "",
         )

@@ -129,14 +129,14 @@ def saturating_clamps(prims: IRModule, llvm: bool = False) -> IRModule:
         if not str(cast.ty).startswith(("int", "uint")):
             return cast
         value = cast.value
-        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") in _ROUNDINGS:
-            rounded = ignoring(value.args[0])
-            if rounded.same_as(value.args[0]):
-                return cast
-            rounding = tirx.round if value.op.name == "tirx.round" else tirx.nearbyint
-            return tirx.Cast(str(cast.ty), rounding(rounded))
-        clamped = ignoring(value)
-        return cast if clamped.same_as(value) else tirx.Cast(str(cast.ty), clamped)
+        rounded = isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") in _ROUNDINGS
+        clamp = value.args[0] if rounded else value
+        clamped = ignoring(clamp)
+        if clamped.same_as(clamp):
+            return cast
+        if rounded:
+            clamped = (tirx.round if value.op.name == "tirx.round" else tirx.nearbyint)(clamped)
+        return tirx.Cast(str(cast.ty), clamped)
 
     return tvm_ffi.structural_map(prims, [(tirx.Cast, to_integer)])
 
