@@ -39,6 +39,7 @@ def test_matrices_give_a_2x2_block_of_a_3x3_correlation():
         (1, 8, 8, 16, 32, [1, 1, 1, 1]),
         (2, 7, 5, 8, 20, [1, 1, 1, 1]),  # odd sizes: the last tiles are cropped
         (1, 6, 9, 12, 16, [0, 1, 2, 0]),  # uneven padding, none on two sides
+        (2, 16, 15, 32, 16, [1, 1, 1, 1]),  # 128 tiles of 32 channels: V and M get a row more
     ],
 )
 def test_kernels_match_a_direct_convolution(batch, height, width, channels, outputs, padding, vectorize):
@@ -64,10 +65,25 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     third = schedule_function(te.create_prim_func([m, out]), options)
     assert None not in (first, second, third), "a Winograd kernel kept the unscheduled lowering"
 
+    tiles = batch * -(-(height + top + bottom - 2) // 2) * -(-(width + left + right - 2) // 2)
+    assert int(transformed.shape[2]) == winograd.padded_tiles(tiles, channels)
     v_value = call_kernel(first, [image, np.zeros([int(d) for d in transformed.shape], np.float32)])
     m_value = call_kernel(second, [v_value, packed, np.zeros([int(d) for d in products.shape], np.float32)])
     got = call_kernel(third, [m_value, np.zeros(want.shape, np.float32)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_planes_that_would_share_cache_sets_get_rows_more():
+    """The 16 planes of V and M (one write or read stream each per tile) start on at least 4 of
+    a 64-set L1's sets: U-Net's 64 x 64 x 64 image (1024 tiles of 64 channels, planes 256 KiB
+    apart, all on one set) gets one row more; ResNet's 56 x 56 x 64 (784 tiles) too."""
+    assert winograd.padded_tiles(1024, 64) == 1025
+    assert winograd.padded_tiles(784, 64) == 785
+    assert winograd.padded_tiles(128, 32) == 129
+    assert winograd.padded_tiles(49, 256) == 49  # 784 lines apart: 4 sets already
+    assert winograd.padded_tiles(50, 64) == 50  # 200 lines: 8 sets
+    assert winograd.padded_tiles(64, 12) == 64  # planes not line-aligned
+    assert winograd.padded_tiles(64, 1024) == 64  # 4096 lines: no few rows more help
 
 
 @pytest.mark.parametrize("batch", [1, 3])
