@@ -51,6 +51,7 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         assert "conv2d_nhwc" in scheduled, scheduled
         # hard-swish's clip passed the channels-last conversion (as min/max) and fused
         assert not any("clip" in kernel for kernel in meta["kernels"]), meta["kernels"]
+        assert any("avg_pool3d" in name for name in scheduled), scheduled  # the LRN's window
     # Only the 1,500-class softmax gives up its parallel loops (its row buffer is scratch).
     assert meta["serial_kernels"]["x86_64"] == (["softmax1"] if family == "dense_family" else [])
 

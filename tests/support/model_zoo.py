@@ -517,7 +517,9 @@ def awkward_family() -> onnx.ModelProto:
     (a division by a constant, computed as a multiplication; rows reduced as their whole 16s
     and a tail). And memory-bound layouts: sigmoid(h) transposed to [1, 5003, 13] times a
     per-row scale (tiles of 8 x 8, both axes uneven), and a 3 x 3 average pooling of x seen as
-    13 images of 8 x 8 (channels first, padding not counted) minus x (PoolFormer's token mixer)."""
+    13 images of 8 x 8 (channels first, padding not counted) minus x (PoolFormer's token mixer).
+    And an LRN across the 32 channels of the hard-swish's output (channels last: a window
+    along the innermost axis, vectors shifted by -2..2 channels, the edges padded)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -549,6 +551,7 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Reshape", ["x", "planes_shape"], ["planes"]),
         helper.make_node("AveragePool", ["planes"], ["pooled"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Sub", ["pooled", "planes"], ["mixed"]),
+        helper.make_node("LRN", ["pr"], ["normalized"], size=5, alpha=0.002, beta=0.75, bias=1.5),
     ]
     graph = helper.make_graph(
         nodes,
@@ -563,6 +566,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("attention", [1, 37, 37]),
             _float_info("sts", [1, 5003, 13]),
             _float_info("mixed", [1, 13, 8, 8]),
+            _float_info("normalized", [1, 32, 1, 13]),
         ],
         initializer=[
             _const("w1", w1),
