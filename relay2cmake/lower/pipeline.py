@@ -29,6 +29,7 @@ from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import (
+    flagged_maxima,
     infinite_reduction_identities,
     nan_aware_comparisons,
     nan_propagating,
@@ -162,7 +163,8 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
         try:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             llvm = target.kind.name == "llvm"
-            clamps = saturating_clamps(prims, llvm)
+            x86 = llvm and str(target.attrs.get("mtriple", "")).startswith("x86_64")
+            clamps = saturating_clamps(flagged_maxima(prims) if x86 else prims, llvm)
             ieee = nan_propagating(nan_aware_comparisons(clamps, llvm), llvm=llvm)
             if llvm:
                 ieee = rounded_conversions(ieee)

@@ -317,6 +317,46 @@ def test_a_max_pool_over_channels_only_half_a_register_divides_uses_half_registe
     np.testing.assert_array_equal(result, want)
 
 
+@pytest.mark.parametrize("kind", ["max pool", "max", "min"])
+def test_running_maxima_in_vectors_propagate_nan_through_their_flags(kind):
+    """x86's running maxima of vectorized loops (max pooling's windows, maxima and minima over
+    outer axes) take the plain compare-and-select and a flag of the largest magnitude bits
+    (``flagged_maxima``): a window or axis holding a NaN (either sign, in any position, also
+    the first) gives NaN; infinities, -0 and rows of -inf give numpy's values (a window of
+    -inf and padding: -inf, not the padding's -FLT_MAX)."""
+    import tvm
+    from tvm import te, topi
+
+    from relay2cmake.lower.rewrites.numerics import flagged_maxima, infinite_reduction_identities
+
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((1, 12, 10, 48)).astype(np.float32)
+    image[0, 0, 0, :5] = np.nan  # a window's (and the axis') first element
+    image[0, 5, 7, 7:9] = -np.nan  # x86's default NaN is negative
+    image[0, 11, 9, 20] = np.nan  # the last element
+    image[0, 3, 4, 30:34] = [np.inf, -np.inf, -0.0, 0.0]
+    image[0, :4, :4, 40] = -np.inf
+    data = te.placeholder(image.shape, name="data")
+    if kind == "max pool":
+        out = topi.nn.pool2d(data, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")
+        padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=-np.inf)
+        windows = [[padded[0, 2 * y : 2 * y + 3, 2 * x : 2 * x + 3] for x in range(5)] for y in range(6)]
+        want = np.array([[w.max(axis=(0, 1)) for w in row] for row in windows])[None]
+    elif kind == "max":
+        out, want = topi.max(data, axis=(1, 2), keepdims=True), image.max(axis=(1, 2), keepdims=True)
+    else:
+        out, want = topi.min(data, axis=(1, 2), keepdims=True), image.min(axis=(1, 2), keepdims=True)
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    lowered = infinite_reduction_identities(tvm.IRModule({"main": te.create_prim_func([data, out])}))["main"]
+    scheduled = schedule_function(lowered, ScheduleOptions(vector_lanes=16, vectorize=True, parallel=True))
+    assert scheduled is not None
+    flagged = flagged_maxima(tvm.IRModule({"main": scheduled}))["main"]
+    assert "_nan" in flagged.script(), "the running maxima kept llvm.maximum"
+    result = call_kernel(scheduled, [image, np.zeros(want.shape, want.dtype)])
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(want))
+    np.testing.assert_array_equal(result, want)  # NaN positions equal; -0 == 0
+
+
 @pytest.mark.parametrize("op", ["sigmoid", "tanh"])
 def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     """The fast-math rewrite's sigmoid (1 / (1 + fast_exp(-x))) and tanh (topi.fast_tanh):
