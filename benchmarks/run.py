@@ -65,6 +65,9 @@ RESULTS = HERE / "results"
 NOT_MODELS = ("peak.json", "threads.json")  # beside the models' results
 MACHINE_PEAK: dict = {}  # this machine's, measured once per run (main)
 ROUNDS = 3
+# A pause before every median: ONNX Runtime's and OpenVINO's workers spin for a while after
+# a run, on the cores the next runtime measured needs.
+SETTLE_SECONDS = 0.2
 THREADS = (1, 2)
 # The seven models the performance issue was filed with: ours / ONNX Runtime at 1 thread as
 # filed, and from the zoo run at its start (commit c81a777, docs/models.md of that day).
@@ -143,7 +146,11 @@ class Neighbour:
 
 
 def ours_median_ms(cli: Path, inputs: list[Path], threads: int, runs: int, out: Path) -> tuple[float, str]:
-    command = [str(cli), "--bench", str(runs), "--warmup", "3", "--threads", str(threads)]
+    # As many unmeasured runs first as measured ones: the runtimes' children stay loaded and
+    # warm between medians, and the package's pool settles on its workers in its first runs
+    # (with 3 warm-up runs a 2.5 ms model's median at 2 threads was its 1-thread time when a
+    # runtime measured just before had left its threads spinning).
+    command = [str(cli), "--bench", str(runs), "--warmup", str(runs), "--threads", str(threads)]
     printed = subprocess.run(
         [*command, "--output-dir", str(out), *map(str, inputs)], capture_output=True, text=True, check=True
     ).stdout
@@ -170,6 +177,7 @@ def measure(cli: Path, inputs: list[Path], runtime_model: Path, feeds: Path, mod
                     for i in range(ROUNDS):
                         order = ["ours", *RUNTIMES]
                         for who in order[i % 3 :] + order[: i % 3]:  # each goes first once
+                            time.sleep(SETTLE_SECONDS)  # the last one's spinning threads sleep
                             if who == "ours":
                                 ms = ours_median_ms(cli, inputs, threads, runs, work / "out")[0]
                             else:
