@@ -20,7 +20,8 @@ convolution's level (measured, relative to the largest output: 4e-7 to 8e-7 vs 1
 2e-6). F(4x4, 3x3) would save more work (0.33-0.39x) but was 7-10x less accurate.
 
 Channels-last layout throughout: V is [4, 4, tiles, C], M is [4, 4, tiles, K], with tiles
-= batch x tile rows x tile columns; vectors run along the channels. A batch chosen at run time
+= batch x tile rows x tile columns (and up to 3 more, ``padded_tiles``); vectors run along the
+channels. A batch chosen at run time
 (``--input-shape x=1..8,...``) gets an axis of its own, V [4, 4, batch, tiles, C]: the
 product's rows are then one image's tiles, a static extent the matmul schedule tiles without
 predicates, inside a loop over the images.
@@ -165,11 +166,11 @@ def input_transform(data: te.Tensor, padding: Sequence[int]) -> te.Tensor:
     channels = int(data.shape[3])
     static = hasattr(batch, "value")
     tiles = int(batch) * rows * cols if static else rows * cols
-    repeated_last = static and padded_tiles(tiles, channels) > tiles
     if static:
         shape: tuple = (PATCH, PATCH, padded_tiles(tiles, channels), channels)
     else:  # the images' axis apart (see the module's note)
         shape = (PATCH, PATCH, batch, tiles, channels)
+    repeated_last = static and shape[2] > tiles
 
     def element(a, b, *tile_and_channel):
         *image, t, c = tile_and_channel
