@@ -667,7 +667,7 @@ def _schedule_pool_innermost(sch, block, options: ScheduleOptions) -> bool:
     lanes = options.vector_lanes
     while lanes > 4 and channels % lanes != 0:
         lanes //= 2
-    if channels % lanes != 0 or channels < lanes:
+    if channels % lanes != 0:
         return False
     write_back = _fold_epilogue(sch, block)
     *pixel, c = sch.get_loops(block)[:spatial]

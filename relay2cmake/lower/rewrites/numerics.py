@@ -107,8 +107,9 @@ def flagged_maxima(prims: IRModule) -> IRModule:
     ``vpmaxsd``); a read of the result is NaN where those bits exceed infinity's. For x86
     only: ``nan_propagating``'s ``llvm.maximum`` is one compare, one blend and two more
     blends for the sign of zero per element there, all on the mask ports (GoogLeNet's 14 x
-    14 x 512 3 x 3 pool: 0.038 ms, 0.008 without NaN handling, 0.012 so; AMD Zen 5), where AArch64 has
-    one ``fmax``. float32 only; other stores to such a buffer leave it to ``nan_propagating``."""
+    14 x 512 3 x 3 pool: 0.038 ms, 0.008 without NaN handling, 0.012 so; AMD Zen 5), where
+    AArch64 has one ``fmax``. float32 only; other stores to such a buffer leave it to
+    ``nan_propagating``."""
     import tvm
     import tvm_ffi
     from tvm import s_tir, tirx
@@ -440,18 +441,18 @@ def _reduction_identities(prims: Any, infinite: bool) -> Any:
         body = block.body
         if not isinstance(body, tirx.BufferStore) or not isinstance(body.value, tvm.ir.expr.Call):
             return block
+        value = body.value
+        if not value.op.same_as(tvm.ir.Op.get("prim.if_then_else")):
+            return block
+        fallback = value.args[2]
         for source, old, new in padded:
-            value = body.value
-            if source.same_as(body.buffer) and value.op.same_as(tvm.ir.Op.get("prim.if_then_else")):
-                fallback = value.args[2]
-                if isinstance(fallback, tirx.FloatImm) and fallback.value == old:
-                    dtype = str(fallback.ty)
-                    value = tirx.if_then_else(value.args[0], value.args[1], tirx.const(new, dtype))
-                    store = tirx.BufferStore(body.buffer, value, body.indices)
-                    return s_tir.SBlock(
-                        block.iter_vars, block.reads, block.writes, block.name_hint, store, block.init,
-                        block.alloc_buffers, block.match_buffers, block.annotations,
-                    )  # fmt: skip
+            if source.same_as(body.buffer) and isinstance(fallback, tirx.FloatImm) and fallback.value == old:
+                padding = tirx.if_then_else(value.args[0], value.args[1], tirx.const(new, str(fallback.ty)))
+                store = tirx.BufferStore(body.buffer, padding, body.indices)
+                return s_tir.SBlock(
+                    block.iter_vars, block.reads, block.writes, block.name_hint, store, block.init,
+                    block.alloc_buffers, block.match_buffers, block.annotations,
+                )  # fmt: skip
         return block
 
     padded: list = []  # (a buffer a fixed reduction reads, its old and new start)
