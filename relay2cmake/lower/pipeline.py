@@ -503,12 +503,18 @@ def _pipeline(module):
 
     c_target = tvm.target.Target("c")
     finalize = [p for p in cpu.finalize_passes(c_target) if p.info.name != "VMShapeLower"]
-    passes = (
-        cpu.library_dispatch_passes(c_target)
-        + cpu.legalize_passes(c_target)
-        + cpu.dataflow_lower_passes(c_target)
-        + finalize
-    )
+    # Constants folded before legalization too, so that a scalar one (ONNX Clip's bounds,
+    # which TVM's importer wraps in ``where(isnan(c), -inf, c)``) reaches the kernel as an
+    # immediate, not as a 0-d buffer: ReLU6's NaN-propagating max against a known 0 is three
+    # instructions, against a loaded bound six (MobileNet v2's depthwise convs 0.066 -> 0.051
+    # ms, its kernels 3.16 -> 2.90 ms).
+    passes = [
+        *cpu.library_dispatch_passes(c_target),
+        tvm.relax.transform.FoldConstant(),
+        *cpu.legalize_passes(c_target),
+        *cpu.dataflow_lower_passes(c_target),
+        *finalize,
+    ]
     with c_target:
         return tvm.transform.Sequential(passes)(module)
 

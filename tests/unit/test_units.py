@@ -651,6 +651,37 @@ def test_a_gelu_epilogue_stays_the_size_of_a_relu_one_in_llvm():
     assert 0 < gelu < 2 * relu, (gelu, relu)
 
 
+def test_clip_bounds_reach_the_kernel_as_immediates(tmp_path):
+    """ONNX Clip (opset 11) takes its bounds as inputs, which TVM's importer wraps in
+    ``where(isnan(c), -inf, c)``: folded only after legalization, they reached the kernel as
+    0-d buffers and a NaN-propagating max against a loaded bound (six instructions a vector
+    on x86 against three for a known 0). Folded first, the kernel holds 0 and 6."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from relay2cmake.frontends import import_model
+    from relay2cmake.lower import pipeline
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        "relu6",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [
+            helper.make_tensor("w", TensorProto.FLOAT, [8, 4, 3, 3], np.linspace(-1, 1, 288)),
+            helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]),
+            helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0]),
+        ],
+    )
+    path = tmp_path / "relu6.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+    _, prims, _ = pipeline.lowered_kernels(import_model(path, {}).module, "t")
+    ranks = [len(param.ty.shape) for func in prims.functions.values() for param in func.params]
+    assert ranks and 0 not in ranks, ranks
+    text = "".join(func.script() for func in prims.functions.values())
+    assert ", T.float32(0.0))" in text.split("T.max(")[1] and ", T.float32(6.0))" in text.split("T.min(")[1]
+
+
 @pytest.mark.parametrize(("kernel", "padding", "rewritten"), [(2, 0, True), (3, 0, False), (2, 1, False)])
 def test_a_transposed_conv_whose_kernel_is_its_stride_becomes_a_matmul(kernel, padding, rewritten):
     """U-Net's 2x2 stride-2 up-convolutions: each input pixel fills its own 2x2 block, so the
