@@ -1149,6 +1149,8 @@ def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
         loops = [*loops[:-2], sch.fuse(loops[-2], loops[-1])]
     *outer, inner = loops
     extent = _extent(sch, inner)
+    if len(loops) == len(sch.get(block).iter_vars):  # not fused: the vectors run along one axis
+        lanes = _lanes_between_inputs(sch.get(block), lanes)
     if extent < lanes:
         lanes = 1
     else:  # a last vector that the extent does not fill is predicated
@@ -1159,6 +1161,25 @@ def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
         parallel = outer[:-1] if len(outer) > 1 and _extent(sch, outer[-1]) > 1 else outer
         sch.parallel(sch.fuse(*parallel) if len(parallel) > 1 else parallel[0])
     return lanes
+
+
+def _lanes_between_inputs(block, lanes: int) -> int:
+    """``lanes`` halved (down to 4) until they divide every point where a condition on the
+    block's innermost index changes value: a concat along the innermost axis (channels-last)
+    switches inputs there. A vector across such a point is built from gathers (GhostNet's
+    168 + 168 channels: 18 GB/s); vectors inside one input are plain loads, and
+    ``likely_index_conditions`` then gives each input a loop of its own."""
+    import tvm
+
+    if_then_else = tvm.ir.Op.get("prim.if_then_else")
+    innermost = block.iter_vars[-1].var
+    conditions = _collect(block.body, tvm.ir.expr.Call, lambda call: call.op.same_as(if_then_else))
+    points = [_split_point(call.args[0], innermost) for call in conditions]
+    points = [p for p in points if p > 0]
+    narrow = lanes
+    while narrow > 4 and any(p % narrow for p in points):
+        narrow //= 2
+    return lanes if any(p % narrow for p in points) else narrow
 
 
 def has_reduction(func: PrimFunc) -> bool:

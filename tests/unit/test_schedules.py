@@ -733,6 +733,7 @@ def test_portable_kernels_hold_no_padded_product_in_scratch():
         ((64, 32, 32, 96), "float32", True),
         ((3, 5, 24, 1), "float32", True),
         ((6, 6), "float32", False),
+        ((168, 168), "float32", False),
         ((16, 48), "int8", True),
         ((7, 9), "float64", True),
     ],
@@ -772,6 +773,25 @@ def test_injective_kernels_are_vectorized_and_exact(widths, dtype, permute):
     want = np.maximum(np.concatenate(parts, axis=3) * scale, 0)
     want = want.transpose(0, 3, 1, 2) if permute else want  # GhostNet's 6 + 6: channels innermost
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_concat_along_channels_takes_vectors_that_its_inputs_fill():
+    """GhostNet's concat of 168 + 168 channels (channels-last): a vector of 16 across the
+    inputs' boundary was built from gathers (18 GB/s); vectors of 8 lie inside one input."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType((1, 14, 14, 168), "float32")) for i in range(2)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.concat(params, axis=3))
+        bb.emit_func_output(out)
+    _, kernels, scheduled = scheduled_kernels(bb.get(), parse_targets(["x86_64:x86-64-v4"])[-1])
+    text = "".join(func.script() for func in kernels.functions.values())
+    assert scheduled and "T.vectorized(T.int64(8))" in text and "T.vectorized(T.int64(16))" not in text
 
 
 @pytest.mark.parametrize("kind", ["attention heads", "channel shuffle"])
