@@ -52,6 +52,7 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         # hard-swish's clip passed the channels-last conversion (as min/max) and fused
         assert not any("clip" in kernel for kernel in meta["kernels"]), meta["kernels"]
         assert any("avg_pool3d" in name for name in scheduled), scheduled  # the LRN's window
+        assert {"max", "argmax"} <= set(scheduled), scheduled  # over rows of 37
     # Only the 1,500-class softmax gives up its parallel loops (its row buffer is scratch).
     assert meta["serial_kernels"]["x86_64"] == (["softmax1"] if family == "dense_family" else [])
 

@@ -519,7 +519,9 @@ def awkward_family() -> onnx.ModelProto:
     per-row scale (tiles of 8 x 8, both axes uneven), and a 3 x 3 average pooling of x seen as
     13 images of 8 x 8 (channels first, padding not counted) minus x (PoolFormer's token mixer).
     And an LRN across the 32 channels of the hard-swish's output (channels last: a window
-    along the innermost axis, vectors shifted by -2..2 channels, the edges padded)."""
+    along the innermost axis, vectors shifted by -2..2 channels, the edges padded). And the
+    maximum and its index over y's rows of 37 (partial results in vectors, the last one
+    predicated; the index's values compared in float64)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -552,6 +554,8 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("AveragePool", ["planes"], ["pooled"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Sub", ["pooled", "planes"], ["mixed"]),
         helper.make_node("LRN", ["pr"], ["normalized"], size=5, alpha=0.002, beta=0.75, bias=1.5),
+        helper.make_node("ReduceMax", ["y"], ["best"], axes=[-1], keepdims=0),
+        helper.make_node("ArgMax", ["y"], ["best_index"], axis=-1, keepdims=0),
     ]
     graph = helper.make_graph(
         nodes,
@@ -567,6 +571,8 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("sts", [1, 5003, 13]),
             _float_info("mixed", [1, 13, 8, 8]),
             _float_info("normalized", [1, 32, 1, 13]),
+            _float_info("best", [1, 13]),
+            helper.make_tensor_value_info("best_index", TensorProto.INT64, [1, 13]),
         ],
         initializer=[
             _const("w1", w1),

@@ -357,6 +357,43 @@ def test_running_maxima_in_vectors_propagate_nan_through_their_flags(kind):
     np.testing.assert_array_equal(result, want)  # NaN positions equal; -0 == 0
 
 
+@pytest.mark.parametrize("kind", ["max", "min", "sum", "argmax"])
+@pytest.mark.parametrize("row", [45, 64])
+def test_reductions_over_the_last_axis_take_vectors_and_a_predicated_tail(kind, row):
+    """A reduction over the last axis alone (SSD's best of 90 classes a box) is reduced in
+    vectors of partial results, the last one predicated where no vector divides the row (45:
+    two vectors of 16 and 13 lanes), then combined: numpy's values, NaN of either sign in any
+    position (also in the tail), infinities and rows of -inf for max and min; the first index
+    of equal maxima for argmax."""
+    import tvm
+    from tvm import te, topi
+
+    from relay2cmake.lower.rewrites.numerics import infinite_reduction_identities
+
+    rng = np.random.default_rng(row)
+    rows = rng.standard_normal((6, 7, row)).astype(np.float32)
+    if kind == "argmax":
+        rows[2, 3, [5, 40]] = 9.0  # equal maxima: the first wins
+        rows[4, 1, row - 1] = 9.5  # in the tail
+    elif kind != "sum":
+        rows[0, 0, 0] = np.nan
+        rows[1, 2, row - 1] = -np.nan
+        rows[3, 3, 20] = np.nan
+        rows[5, 6, :] = -np.inf if kind == "max" else np.inf
+        rows[2, 2, [3, row - 2]] = [np.inf, -np.inf]
+    data = te.placeholder(rows.shape, name="data")
+    out = {"max": topi.max, "min": topi.min, "sum": topi.sum, "argmax": topi.argmax}[kind](data, axis=2)
+    want = getattr(rows, kind)(axis=2)
+    lowered = infinite_reduction_identities(tvm.IRModule({"main": te.create_prim_func([data, out])}))["main"]
+    scheduled = schedule_function(lowered, ScheduleOptions(vector_lanes=16, vectorize=True, parallel=True))
+    assert scheduled is not None and "T.vectorized" in scheduled.script()
+    result = call_kernel(scheduled, [rows, np.zeros(want.shape, str(out.dtype))])
+    if kind == "sum":
+        np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(result, want)  # NaN positions equal
+
+
 @pytest.mark.parametrize("op", ["sigmoid", "tanh"])
 def test_fast_sigmoid_and_tanh_match_float64_and_leave_no_libm_call(op):
     """The fast-math rewrite's sigmoid (1 / (1 + fast_exp(-x))) and tanh (topi.fast_tanh):
