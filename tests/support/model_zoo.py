@@ -458,13 +458,24 @@ def conv_family() -> onnx.ModelProto:
     a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd),
     odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
     block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), and a grouped
-    convolution (two groups of 12 channels: 4-lane vectors)."""
+    convolution (two groups of 12 channels: 4-lane vectors). Between the 1x1 and the 14 x 14
+    conv, a squeeze-excite block: its second 1x1 conv (on a 1 x 1 image) ends in a sigmoid
+    computed once per channel, and the image times those scales is a vectorized stage of its
+    kernel."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
         "c2": [helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"])],
         "dw": [helper.make_node("Relu", ["dw"], ["r3"])],
-        "pw": [helper.make_node("Add", ["pw", "r3"], ["sum"])],
+        "pw": [
+            helper.make_node("Add", ["pw", "r3"], ["sum"]),
+            helper.make_node("GlobalAveragePool", ["sum"], ["se_pool"]),
+        ],
+        "se1": [helper.make_node("Relu", ["se1"], ["se_r"])],
+        "se2": [
+            helper.make_node("Sigmoid", ["se2"], ["se_scale"]),
+            helper.make_node("Mul", ["sum", "se_scale"], ["excited"]),
+        ],
         "w14": [helper.make_node("Relu", ["w14"], ["r14"])],
         "s7": [helper.make_node("Relu", ["s7"], ["r7"])],
         "p7": [helper.make_node("Relu", ["p7"], ["rp7"])],
@@ -478,7 +489,9 @@ def conv_family() -> onnx.ModelProto:
         ("c2", "r1", "c2", 16, 32, 3, 2),
         ("dw", "r2", "dw", 32, 32, 3, 1, 32),
         ("pw", "r3", "pw", 32, 32, 1),
-        ("w14", "sum", "w14", 32, 32, 3),
+        ("se1", "se_pool", "se1", 32, 8, 1),
+        ("se2", "se_r", "se2", 8, 32, 1),
+        ("w14", "excited", "w14", 32, 32, 3),
         ("s7", "r14", "s7", 32, 32, 3, 2),
         ("p7", "r7", "p7", 32, 272, 1),
         ("q7", "rp7", "q7", 272, 32, 3),
