@@ -893,6 +893,20 @@ def _schedule_long_rows(sch, options: ScheduleOptions) -> bool:
 WHOLE_REDUCTION_VECTORS = 4  # partial results of a whole-tensor reduction, in registers
 
 
+def _single_reduction(sch, options: ScheduleOptions):
+    """(block, kinds, loops) of a vectorized kernel's only reduction, whose loops match its
+    iterators and whose extents are static; None otherwise."""
+    if not options.vectorize or _symbolic_reduction(sch):
+        return None
+    reductions = _reduction_blocks(sch)
+    if len(reductions) != 1:
+        return None
+    block = reductions[0]
+    kinds = _kinds(sch, block)
+    loops = sch.get_loops(block)
+    return (block, kinds, loops) if len(loops) == len(kinds) else None
+
+
 def _schedule_whole_reduction(sch, options: ScheduleOptions) -> bool:
     """A reduction of a whole tensor to one value (dynamic quantization's minimum and maximum
     of each activation, a ReduceSum without axes): unscheduled, one scalar chain over every
@@ -900,15 +914,11 @@ def _schedule_whole_reduction(sch, options: ScheduleOptions) -> bool:
     kernel time in twelve of them). The elements, as one loop, are reduced into a few
     vectors of partial results (``rfactor``), which are reduced last. Elementwise producers
     are read inline. False when the function is not one such reduction of a static size."""
-    if not options.vectorize or _symbolic_reduction(sch):
+    found = _single_reduction(sch, options)
+    if found is None:
         return False
-    reductions = _reduction_blocks(sch)
-    if len(reductions) != 1:
-        return False
-    block = reductions[0]
-    kinds = _kinds(sch, block)
-    loops = sch.get_loops(block)
-    if set(kinds) != {"R"} or len(loops) != len(kinds):
+    block, kinds, loops = found
+    if set(kinds) != {"R"}:
         return False
     for producer in sch.get_producers(block):
         try:
@@ -944,24 +954,22 @@ def _schedule_last_axis_reduction(sch, options: ScheduleOptions) -> bool:
     reduced into a vector of partial results (``rfactor``), the last vector predicated where
     the row is not whole vectors (likely_vector_tails has LoopPartition peel it), then the
     vector into the result under the same row loop; rows in parallel. Elementwise producers
-    are read inline. False when the function is not one such reduction, or its row holds
-    fewer than two vectors."""
-    if not options.vectorize or _symbolic_reduction(sch):
+    are read inline. False when the function is not one such reduction, its row holds fewer
+    than two vectors, or (under outer axes) vectors divide it: the rows schedule takes those."""
+    found = _single_reduction(sch, options)
+    if found is None:
         return False
-    reductions = _reduction_blocks(sch)
-    if len(reductions) != 1:
-        return False
-    block = reductions[0]
-    kinds = _kinds(sch, block)
-    loops = sch.get_loops(block)
-    if not kinds.endswith("SR") or kinds.count("R") != 1 or len(loops) != len(kinds):
+    block, kinds, loops = found
+    if not kinds.endswith("SR") or kinds.count("R") != 1:
         return False
     if _is_product(sch.get(block)):
         return False  # a matmul's
     bits = max(int(region.source.dtype.bits) for region in sch.get(block).reads)
     lanes = options.vector_lanes * 32 // max(bits, 32)
     extent = _extent(sch, loops[-1])
-    while extent % lanes == 1:
+    if len(kinds) > 2 and _vector_width(extent, options) > 1:
+        return False  # rows that vectors divide, under outer axes: the rows schedule's
+    while extent % lanes == 1 and extent >= RAGGED_ROW * lanes:
         # A last vector of one lane: LoopPartition peeled it into a loop of one iteration,
         # whose index it replaced with an int32 constant among int64 indices (argmax's 37
         # classes in vectors of 4 float64 could not be built); vectors twice as wide.
@@ -1472,7 +1480,11 @@ def _schedule_with(func, options: ScheduleOptions):
     if _schedule_whole_reduction(whole, options):
         return infinite_reduction_identities(whole.mod["main"])
     last_axis = s_tir.Schedule(deep_copy(finite_reduction_identities(func)))
-    if _schedule_last_axis_reduction(last_axis, options):
+    try:
+        reduced = _schedule_last_axis_reduction(last_axis, options)
+    except Exception:  # a stage after it that cannot follow the row loop: the others try
+        reduced = False
+    if reduced:
         return infinite_reduction_identities(last_axis.mod["main"])
     transposed = _schedule_transpose(func, options)
     if transposed is not None:

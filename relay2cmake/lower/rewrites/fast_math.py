@@ -114,7 +114,7 @@ def _fast_exp(x):
             poly = poly * r + tirx.const(coefficient, "float32")
         exp_r = poly * r * r + r + tirx.const(1.0, "float32")
         exponent = tirx.Cast("int32", n + tirx.const(127.0, "float32")) << tirx.const(23, "int32")
-        result = tirx.Var("exp", "float32")  # bound once: the select reads it twice
+        result = tirx.Var("exp_result", "float32")  # bound once: the select reads it twice
         select = tirx.Select(result > value, result, value)
         return tirx.Let(result, tirx.reinterpret("float32", exponent) * exp_r, select)
 
