@@ -812,6 +812,37 @@ def test_injective_kernels_are_vectorized_and_exact(widths, dtype, permute):
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_slice_after_a_reshape_reads_plain_indices():
+    """SSD drops the background class with a slice of reshaped scores: TVM's indices
+    ``[((v + 1) // 91 + u) % rows, (v + 1) % 91]`` are ``[u, v + 1]`` within the block's
+    ranges (v < 90), simplified so before vectors split v (the divisions made every vector a
+    gather: 16 GB/s); the values are NumPy's."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    scores = np.random.default_rng(3).standard_normal(50 * 91).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(scores.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            rows = bb.emit(relax.op.reshape(data, (50, 91)))
+            out = bb.emit_output(relax.op.strided_slice(rows, axes=[1], begin=[1], end=[91]))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1]
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (text,) = [func.script() for func in kernels.functions.values()]
+    assert scheduled and "T.vectorized" in text and "% T.int64(91)" not in text, text
+    with build_context():
+        executable = tvm.compile(
+            lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
+        )
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(scores)).numpy()
+    np.testing.assert_array_equal(got, scores.reshape(50, 91)[:, 1:])
+
+
 def test_a_concat_along_channels_takes_vectors_that_its_inputs_fill():
     """GhostNet's concat of 168 + 168 channels (channels-last): a vector of 16 across the
     inputs' boundary was built from gathers (18 GB/s); vectors of 8 lie inside one input."""
