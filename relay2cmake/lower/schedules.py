@@ -169,6 +169,16 @@ def _inline_intermediates(sch, block) -> None:
             pass
 
 
+def _inline_elementwise_producers(sch, block) -> None:
+    """``block``'s producers read inline where they are elementwise; the others stay stages
+    of their own, computed whole first."""
+    for producer in sch.get_producers(block):
+        try:
+            sch.compute_inline(producer)
+        except Exception:  # not elementwise
+            pass
+
+
 def _iterations(sch, block) -> int:
     return math.prod(int(iv.dom.extent) for iv in sch.get(block).iter_vars)
 
@@ -920,11 +930,7 @@ def _schedule_whole_reduction(sch, options: ScheduleOptions) -> bool:
     block, kinds, loops = found
     if set(kinds) != {"R"}:
         return False
-    for producer in sch.get_producers(block):
-        try:
-            sch.compute_inline(producer)
-        except Exception:  # not elementwise: stays a stage
-            pass
+    _inline_elementwise_producers(sch, block)
     elements = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     width = options.vector_lanes * WHOLE_REDUCTION_VECTORS
     width = (
@@ -976,11 +982,7 @@ def _schedule_last_axis_reduction(sch, options: ScheduleOptions) -> bool:
         lanes *= 2
     if extent < RAGGED_ROW * lanes:
         return False
-    for producer in sch.get_producers(block):
-        try:
-            sch.compute_inline(producer)
-        except Exception:  # not elementwise: stays a stage, computed whole first
-            pass
+    _inline_elementwise_producers(sch, block)
     *rows, k = sch.get_loops(block)
     _, lane = sch.split(k, [None, lanes])
     # the lanes last in the partial results: one vector store per row
@@ -1044,11 +1046,7 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
         lanes //= 2
     if lanes < 2 or channels % lanes != 0:
         return False
-    for producer in sch.get_producers(block):
-        try:
-            sch.compute_inline(producer)
-        except Exception:  # not elementwise: stays a stage of its own
-            pass
+    _inline_elementwise_producers(sch, block)
     loops = sch.get_loops(block)
     *outer, c = loops[: len(spatial)]
     c0, cv, c1 = sch.split(c, [None, _divisor(channels // lanes, 4), lanes])
