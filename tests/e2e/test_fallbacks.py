@@ -110,7 +110,13 @@ def _raising(*_args, **_kwargs):
     ["channels-last"]
     + [
         pytest.param(r, marks=pytest.mark.slow)
-        for r in ("batch-norm-affine", "constant-transposes", "packed-matmul", "fast-math")
+        for r in (
+            "batch-norm-affine",
+            "constant-transposes",
+            "packed-matmul",
+            "fast-math",
+            "constants-folded",
+        )
     ],
 )
 def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch):
