@@ -36,6 +36,7 @@ from relay2cmake.lower.rewrites.numerics import (
     onnx_numerics,
     rounded_conversions,
     saturating_clamps,
+    softmax_maxima,
 )
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
@@ -164,7 +165,8 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             llvm = target.kind.name == "llvm"
             x86 = llvm and str(target.attrs.get("mtriple", "")).startswith("x86_64")
-            clamps = saturating_clamps(flagged_maxima(prims) if x86 else prims, llvm)
+            plain = softmax_maxima(prims)
+            clamps = saturating_clamps(flagged_maxima(plain) if x86 else plain, llvm)
             ieee = nan_propagating(nan_aware_comparisons(clamps, llvm), llvm=llvm)
             if llvm:
                 ieee = rounded_conversions(ieee)
