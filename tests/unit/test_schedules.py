@@ -118,15 +118,21 @@ def test_depthwise_reads_the_padding_inline(stride):
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize(
     ("groups", "group_inputs", "group_outputs", "lanes", "stride"),
     [(32, 4, 4, 4, 1), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
 )
-def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_outputs, lanes, stride):
+def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_outputs, lanes, stride, wide):
     """ResNeXt's 4-channel groups (4 lanes), RegNet's 16-channel ones (8), groups with more
     outputs than inputs and a depthwise conv with a channel multiplier: every vector lies in
-    one group, so its input is one broadcast value (no gather), and numpy's numbers."""
+    one group, so its input is one broadcast value (no gather), and numpy's numbers. With
+    16 lanes (AVX-512) the padding is read in place (no padded copy), vectors up to 16 wide."""
     from tvm import te
+
+    options = AVX512 if wide else AVX2
+    if wide:
+        lanes = min(group_outputs, 16)
 
     rng = np.random.default_rng(groups)
     in_channels, channels = groups * group_inputs, groups * group_outputs
@@ -135,11 +141,12 @@ def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_ou
     data = te.placeholder(image.shape, name="data")
     weight = te.placeholder(hwio.shape, name="weight")
     out = nhwc._group_conv2d_nhwc(data, weight, [stride, stride], [1, 1, 1, 1], [1, 1], groups)
-    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX2)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), options)
     assert scheduled is not None
     extents = _vector_extents(scheduled)
     assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
     assert "Ramp" not in scheduled.script() and "T.ramp" not in scheduled.script()
+    assert ('sblock("pad_temp")' in scheduled.script()) != wide
     size = int(out.shape[1])
     result = call_kernel(scheduled, [image, hwio, np.zeros((1, size, size, channels), np.float32)])
     padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
