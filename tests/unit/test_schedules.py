@@ -850,6 +850,50 @@ def test_a_slice_after_a_reshape_reads_plain_indices():
     np.testing.assert_array_equal(got, scores.reshape(50, 91)[:, 1:])
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_small_images_channels_first_take_vectors_across_their_rows(transposed):
+    """PoolFormer's layer scale on 14 x 14 and 7 x 7 images, channels first (a flat view
+    reshaped, times and plus a per-channel constant): rows of 7 or 14 are shorter than a
+    vector, so the row and the column loops are fused and the vectors run across rows
+    (scalar code before: 14 GB/s); a 7 x 7 transpose would read a gather across rows and
+    stays as it was. In the x86 set, both its widths, NumPy's numbers."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import host_runs_wide, parse_targets
+
+    rng = np.random.default_rng(7)
+    flat = rng.standard_normal(5 * 7 * 7).astype("float32")
+    scale, bias = rng.standard_normal((2, 5, 1, 1)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(flat.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            image = bb.emit(relax.op.reshape(data, (1, 5, 7, 7)))
+            if transposed:
+                image = bb.emit(relax.op.permute_dims(image, [0, 1, 3, 2]))
+            scaled = relax.op.add(relax.op.multiply(image, relax.const(scale)), relax.const(bias))
+            out = bb.emit_output(scaled)
+        bb.emit_func_output(out)
+    want = flat.reshape(1, 5, 7, 7)
+    want = (want.transpose(0, 1, 3, 2) if transposed else want) * scale + bias
+    targets = [parse_targets(["x86_64"])[-1]]
+    if host_runs_wide():
+        targets.append(targets[0].wide_variant())
+    for target in targets:
+        lowered, kernels, scheduled = scheduled_kernels(bb.get(), target, parallel=False)
+        (text,) = [func.script() for func in kernels.functions.values()]
+        assert scheduled, text
+        assert ("T.vectorized" in text) != transposed, text
+        with build_context():
+            executable = tvm.compile(
+                lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
+            )
+        got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(flat)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_a_concat_along_channels_takes_vectors_that_its_inputs_fill():
     """GhostNet's concat of 168 + 168 channels (channels-last): a vector of 16 across the
     inputs' boundary was built from gathers (18 GB/s); vectors of 8 lie inside one input."""
