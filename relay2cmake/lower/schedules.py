@@ -1283,7 +1283,7 @@ def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
 def _contiguous_across(sch, block, outer_loop, inner_loop) -> bool:
     """Whether every load and store of ``block`` (directly under ``inner_loop``, inside
     ``outer_loop``) reads or writes its flattened buffer at ``outer * extent(inner) + inner``
-    plus what the other loops give, or at an offset that depends on neither loop."""
+    plus what the other loops give, or (a load only) at an offset that depends on neither."""
     import tvm
     import tvm_ffi
     from tvm import s_tir, tirx
@@ -1298,9 +1298,9 @@ def _contiguous_across(sch, block, outer_loop, inner_loop) -> bool:
     for loop in sch.get_loops(block):
         analyzer.bind(sch.get(loop).loop_var, tvm.ir.Range(0, _extent(sch, loop)))
     body = realize.block.body
-    accesses = [(load.source, load.indices) for load in _collect(body, tvm.ir.TensorLoad)]
-    accesses += [(store.buffer, store.indices) for store in _collect(body, tirx.BufferStore)]
-    for buffer, indices in accesses:
+    stores = [(store.buffer, store.indices, True) for store in _collect(body, tirx.BufferStore)]
+    loads = [(load.source, load.indices, False) for load in _collect(body, tvm.ir.TensorLoad)]
+    for buffer, indices, stored in stores + loads:
         if not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
             return False
         flat = tirx.const(0, "int64")
@@ -1313,9 +1313,11 @@ def _contiguous_across(sch, block, outer_loop, inner_loop) -> bool:
         terms = [analyzer.simplify(c) for c in coefficients[:2]]
         if not all(isinstance(t, tirx.IntImm) for t in terms):
             return False
-        if [int(t) for t in terms] not in ([0, 0], [stride, 1]):
+        # (the output is always written along both: a store that seems to ignore them means
+        # the loops were not found in its indices, and nothing here can be trusted)
+        if [int(t) for t in terms] not in ([[stride, 1]] if stored else [[0, 0], [stride, 1]]):
             return False
-    return True
+    return bool(stores)
 
 
 def _indices_within_ranges(func):
