@@ -165,7 +165,8 @@ def build_kernels(prims: IRModule, target: Target, what: str) -> Module:
             # After scheduling (schedules match TIR's own max/min reducers), before code.
             llvm = target.kind.name == "llvm"
             x86 = llvm and str(target.attrs.get("mtriple", "")).startswith("x86_64")
-            plain = softmax_maxima(prims)
+            # (AArch64's fmax propagates NaN in one instruction, where a select takes two)
+            plain = softmax_maxima(prims) if x86 or not llvm else prims
             clamps = saturating_clamps(flagged_maxima(plain) if x86 else plain, llvm)
             ieee = nan_propagating(nan_aware_comparisons(clamps, llvm), llvm=llvm)
             if llvm:
