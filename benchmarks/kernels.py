@@ -151,7 +151,7 @@ def time_kernels(
     import tvm
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lower.pipeline import _kernels_of, lowered_module, scheduled_kernels
+    from relay2cmake.lower.pipeline import _kernels_of, has_wide_set, lowered_module, scheduled_kernels
     from relay2cmake.symbolic import value_at
     from relay2cmake.targets import parse_targets
 
@@ -169,7 +169,7 @@ def time_kernels(
             library = _build(func, target)
         except Exception:  # gen's fallback: a kernel LLVM cannot build as scheduled ships unscheduled
             if plain is None:
-                plain = _kernels_of(lowered_module(imported.module)[0])
+                plain = _kernels_of(lowered_module(imported.module, wide=has_wide_set((target,)))[0])
             func, names = plain[name], tuple(n for n in names if n != name)
             library = _build(func, target)
         if cold:  # a flush per call: number=1 (TVM runs f_preproc once per repeat)

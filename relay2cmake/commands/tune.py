@@ -81,7 +81,7 @@ def tune(
     from tvm.s_tir import meta_schedule as ms
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lower.pipeline import lowered_kernels
+    from relay2cmake.lower.pipeline import has_wide_set, lowered_kernels
     from relay2cmake.lower.schedules import ScheduleOptions, schedule_function
     from relay2cmake.targets import host_runs_wide, parse_targets
 
@@ -97,7 +97,8 @@ def tune(
     with progress("Importing the model"):
         imported = import_model(model, input_shapes or {}, constant_inputs or {})
     with progress("Lowering"):
-        _, prims, _ = lowered_kernels(imported.module, "tune", winograd)
+        # (padded as gen pads them for a package with this target's sets)
+        _, prims, _ = lowered_kernels(imported.module, "tune", winograd, wide=has_wide_set((target,)))
     tvm_target = target.tvm_target(cores=os.cpu_count() or 1)
     kernels = {gv.name_hint: prims[gv] for gv in prims.get_global_vars()}
     register_build_function()

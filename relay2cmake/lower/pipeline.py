@@ -421,7 +421,9 @@ class Rewrite:
     optional: bool = True
 
 
-def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> list[Rewrite]:
+def relax_rewrites(
+    winograd: bool = True, notes: list[str] | None = None, wide: bool = False
+) -> list[Rewrite]:
     """In order: data-dependent indices checked at run time (safety), sorting as a package
     builtin (TVM's sort kernels look up the TVM runtime), NaN-keeping Sign and
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
@@ -433,7 +435,8 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
     matmul weights packed, erf and softmax made vectorizable, constants folded before
     legalization are optimisations. A rewrite that
     declines part of its work (channels-last, around an operator layout conversion cannot
-    pass) appends one line per decline to ``notes``."""
+    pass) appends one line per decline to ``notes``. ``wide``: the package has a 16-lane
+    kernel set, for which channels-last pads more channel counts to whole 16s."""
     return [
         Rewrite("index-checks", check_indices, optional=False),
         Rewrite("sorting", sort_builtins, optional=False),
@@ -443,7 +446,7 @@ def relax_rewrites(winograd: bool = True, notes: list[str] | None = None) -> lis
         Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
-        Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes)),
+        Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes, wide)),
         Rewrite("constant-transposes", fold_constant_transposes),
         Rewrite("packed-matmul", pack_matmul_weights),
         Rewrite("fast-math", vectorizable_math),
@@ -471,7 +474,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def rewrite_relax(
-    module: IRModule, winograd: bool = True, declined: frozenset[str] = frozenset()
+    module: IRModule, winograd: bool = True, declined: frozenset[str] = frozenset(), wide: bool = False
 ) -> tuple[IRModule, list[str], list[str]]:
     """The rewrites every kernel set shares; returns the module, the optional rewrites that
     applied, and one line per rewrite that raised (declined)."""
@@ -479,7 +482,7 @@ def rewrite_relax(
     fallbacks: list[str] = []
     notes: list[str] = []
     winograd = winograd and WINOGRAD not in declined
-    for rewrite in relax_rewrites(winograd, notes):
+    for rewrite in relax_rewrites(winograd, notes, wide):
         if rewrite.optional and rewrite.name in declined:
             continue
         notes.clear()
@@ -495,7 +498,7 @@ def rewrite_relax(
             if rewrite.name == "channels-last" and winograd:
                 # Winograd is part of this rewrite: channels-last may still work without it.
                 try:
-                    without = next(r for r in relax_rewrites(False, notes) if r.name == rewrite.name)
+                    without = next(r for r in relax_rewrites(False, notes, wide) if r.name == rewrite.name)
                     notes.clear()
                     module = without.apply(module)
                     fallbacks[-1] = f"{WINOGRAD}: declined for the whole model, it failed ({_reason(exc)})"
@@ -531,7 +534,7 @@ def _pipeline(module):
 
 
 def lowered_module(
-    module: IRModule, winograd: bool = True, optimise: bool = True
+    module: IRModule, winograd: bool = True, optimise: bool = True, wide: bool = False
 ) -> tuple[IRModule, tuple[str, ...]]:
     """The Relax rewrites and TVM's CPU pipeline: the lowered module (``main`` and its
     PrimFuncs) and the optimisations declined. When the pipeline fails after the optional
@@ -540,7 +543,7 @@ def lowered_module(
     _register_c_intrinsics()
     names = [WINOGRAD] + [r.name for r in relax_rewrites(winograd) if r.optional]
     declined = frozenset() if optimise else frozenset(names)
-    rewritten, applied, fallbacks = rewrite_relax(module, winograd, declined)
+    rewritten, applied, fallbacks = rewrite_relax(module, winograd, declined, wide)
     try:
         lowered = _pipeline(rewritten)
     except Exception as exc:
@@ -550,7 +553,7 @@ def lowered_module(
     attempts = [frozenset({name}) for name in applied] + ([frozenset(applied)] if len(applied) > 1 else [])
     for extra in attempts:
         try:
-            retry, _, more = rewrite_relax(module, winograd, declined | extra)
+            retry, _, more = rewrite_relax(module, winograd, declined | extra, wide)
             lowered = _pipeline(retry)
         except Exception:
             continue
@@ -571,13 +574,13 @@ def _kernels_of(lowered: IRModule) -> IRModule:
 
 
 def lowered_kernels(
-    module: IRModule, prefix: str, winograd: bool = True, optimise: bool = True
+    module: IRModule, prefix: str, winograd: bool = True, optimise: bool = True, wide: bool = False
 ) -> tuple[relax.Function, IRModule, tuple[str, ...]]:
     """``lowered_module``'s ``main``, the PrimFuncs it calls with global symbols
     ``<prefix>_<name>``, and the optimisations declined."""
     import tvm
 
-    lowered, fallbacks = lowered_module(module, winograd, optimise)
+    lowered, fallbacks = lowered_module(module, winograd, optimise, wide)
     kernels = _kernels_of(lowered)
     bounds = dim_bounds(lowered["main"])
     prims = tvm.IRModule(
@@ -605,7 +608,7 @@ def scheduled_kernels(
     the names of those a schedule applied to."""
     import tvm
 
-    lowered, _ = lowered_module(module)
+    lowered, _ = lowered_module(module, wide=has_wide_set((target,)))
     bounds = dim_bounds(lowered["main"])
     bounded = tvm.IRModule({gv: _with_bounds(f, bounds) for gv, f in _kernels_of(lowered).functions.items()})
     kernels, names = schedule_module(bounded, ScheduleOptions.for_objects(target, parallel=parallel))
@@ -632,6 +635,13 @@ def _check_printable_names(prims) -> None:
             )
 
 
+def has_wide_set(targets: tuple[KernelTarget, ...]) -> bool:
+    """Whether the object sets of ``targets`` (or their twins) include one with 16-lane
+    vectors (x86-64's AVX-512 twin)."""
+    sets = [s for t in targets if t.is_object for s in (t, *t.twin_variants())]
+    return any(s.vector_lanes == 16 for s in sets)
+
+
 def lower(
     module: IRModule,
     prefix: str,
@@ -645,7 +655,8 @@ def lower(
     ``optimise=False`` (the plain path): no optional rewrite, no schedule, no twin set."""
     import tvm
 
-    main, prims, fallbacks = lowered_kernels(module, prefix, winograd, optimise)
+    wide = optimise and has_wide_set(targets)
+    main, prims, fallbacks = lowered_kernels(module, prefix, winograd, optimise, wide)
     tuning = tuning if optimise else None
     called = prims.get_global_vars()
     symbols = {gv.name_hint: kernel_symbol(prefix, gv.name_hint) for gv in called}

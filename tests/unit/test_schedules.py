@@ -194,6 +194,46 @@ def test_conv_with_padded_channels_is_vectorized_and_stays_in_bounds(size, in_ch
     assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
 
 
+@pytest.mark.parametrize(("channels", "computed"), [(24, 32), (40, 48), (36, 48), (20, 20)])
+def test_a_package_with_16_lane_vectors_computes_channels_in_whole_16s(channels, computed):
+    """EfficientNet's and GhostNet's 24 and 40 output channels: AVX-512 took 8-lane vectors
+    (45% of its peak). A package with a 16-lane set computes whole 16s when they add at most
+    a third (not 20: 32 would add 60%), only the real channels stored; a package without one
+    keeps the count. Numpy's numbers, a sentinel after the output untouched."""
+    import tvm
+    from tvm import te
+
+    from relay2cmake.targets import host_runs_wide
+
+    assert nhwc.computed_channels_of(channels) == channels
+    assert nhwc.computed_channels_of(channels, wide=True) == computed
+    rng = np.random.default_rng(channels)
+    size, in_channels = 14, 32
+    x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
+    w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
+    packed = nhwc._packed(w, computed)
+    data = te.placeholder(x.shape, name="data")
+    weight = te.placeholder(packed.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels, computed)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512)
+    assert scheduled is not None
+    widest = 16 if computed % 16 == 0 else 4
+    assert max(_vector_extents(scheduled)) == widest, _vector_extents(scheduled)
+    if not host_runs_wide():
+        pytest.skip("this machine has no AVX-512 to run the 16-lane kernel")
+    count = size * size * channels
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(1, size, size, channels)
+    with build_context():
+        library = tvm.tirx.build(
+            tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": "skylake-avx512"}
+        )
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
+    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+
+
 @pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
 def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     """EfficientNet's depthwise layers: 30, 18 or 6 vectors of channels. A tile of 3 or 5
