@@ -122,10 +122,10 @@ def _raising(*_args, **_kwargs):
 def test_a_rewrite_that_raises_is_declined(rewrite, model, tmp_path, monkeypatch):
     original = lowering.relax_rewrites
 
-    def rewrites(winograd=True, notes=None):
+    def rewrites(winograd=True, notes=None, wide=False):
         return [
             lowering.Rewrite(r.name, _raising, r.optional) if r.name == rewrite else r
-            for r in original(winograd, notes)
+            for r in original(winograd, notes, wide)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
@@ -184,10 +184,10 @@ def test_a_rewrite_that_breaks_the_pipeline_is_declined(model, tmp_path, monkeyp
             raise RuntimeError("forced pipeline failure")
         return real_pipeline(module)
 
-    def rewrites(winograd=True, notes=None):
+    def rewrites(winograd=True, notes=None, wide=False):
         return [
             lowering.Rewrite(r.name, marked, r.optional) if r.name == "fast-math" else r
-            for r in original(winograd, notes)
+            for r in original(winograd, notes, wide)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
@@ -205,10 +205,10 @@ def test_a_rewrite_that_computes_wrong_values_falls_back_to_the_plain_path(model
     self-check (the package's golden test, run by gen) can see that it is wrong."""
     original = lowering.relax_rewrites
 
-    def rewrites(winograd=True, notes=None):
+    def rewrites(winograd=True, notes=None, wide=False):
         return [
             lowering.Rewrite(r.name, _matmul_times_1_5, r.optional) if r.name == "packed-matmul" else r
-            for r in original(winograd, notes)
+            for r in original(winograd, notes, wide)
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
@@ -244,10 +244,10 @@ def test_a_wrong_kernel_on_the_plain_path_is_located(tmp_path, monkeypatch):
     )
     model = save_model(graph, tmp_path / "chain.onnx")
 
-    def rewrites(winograd=True, notes=None):
+    def rewrites(winograd=True, notes=None, wide=False):
         return [
             lowering.Rewrite("wrong-matmul", _matmul_times_1_5, optional=False),
-            *original(winograd, notes),
+            *original(winograd, notes, wide),
         ]
 
     monkeypatch.setattr(lowering, "relax_rewrites", rewrites)
