@@ -234,6 +234,48 @@ def test_a_package_with_16_lane_vectors_computes_channels_in_whole_16s(channels,
     assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
 
 
+@pytest.mark.parametrize(
+    ("channels", "wide", "computed", "lanes", "width"),
+    [(6, True, 8, 16, 8), (10, True, 16, 16, 16), (12, True, 16, 8, 8), (6, False, 8, 8, 8),
+     (10, False, 12, 8, 4), (3, False, 4, 8, 4), (8, True, 8, 16, 8), (2, True, 2, 16, 1)],
+)  # fmt: skip
+def test_few_output_channels_are_computed_in_whole_vectors(channels, wide, computed, lanes, width):
+    """GhostNet's 1x1 convs to 6 and 10 channels ran scalar (27 GFLOPS, AVX-512) and 12 in
+    4-lane vectors: the unpacked weights get zero channels up to whole vectors of 4, or with
+    a 16-lane set one vector of 8 or 16; the tile runs ``width``-lane vectors, only the real
+    channels are stored. Numpy's numbers, a sentinel after the output untouched (the host's
+    widest set that the schedule's lanes fit)."""
+    import tvm
+    from tvm import te
+
+    from relay2cmake.targets import host_runs_wide
+
+    assert nhwc.computed_channels_of(channels, wide) == computed
+    rng = np.random.default_rng(channels)
+    size, in_channels = 10, 36
+    x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
+    w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
+    widened = nhwc._widened(w, computed)
+    data = te.placeholder(x.shape, name="data")
+    weight = te.placeholder(widened.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512 if lanes == 16 else AVX2)
+    assert scheduled is not None
+    assert max(_vector_extents(scheduled), default=1) == width, _vector_extents(scheduled)
+    if lanes == 16 and not host_runs_wide():
+        pytest.skip("this machine has no AVX-512 to run the 16-lane kernel")
+    count = size * size * channels
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(1, size, size, channels)
+    mcpu = "skylake-avx512" if lanes == 16 else "haswell"
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": mcpu})
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(widened), tvm.runtime.from_dlpack(output))
+    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
+    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+
+
 @pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
 def test_depthwise_vectors_are_register_wide(channels, kernel, lanes):
     """EfficientNet's depthwise layers: 30, 18 or 6 vectors of channels. A tile of 3 or 5

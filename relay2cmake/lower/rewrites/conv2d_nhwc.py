@@ -115,8 +115,10 @@ def _conv2d_nhwc(
     def weight_at(f):
         return weight[f // PACK, ry, rx, rc, f % PACK] if packed else weight[ry, rx, rc, f]
 
-    if computed_channels is None or not packed:
-        computed_channels = computed_channels_of(channels) if packed else channels
+    if not packed:  # the weights hold the channels computed (``_widened``), or the real ones
+        computed_channels = int(weight.shape[3])
+    elif computed_channels is None:
+        computed_channels = computed_channels_of(channels)
     if packed and int(weight.shape[0]) * PACK < computed_channels:  # packed by _packed(w, ...)
         raise ValueError(f"packed weights hold {int(weight.shape[0]) * PACK}, not {computed_channels}")
     product = te.compute(
@@ -153,12 +155,36 @@ def computed_channels_of(channels: int, wide: bool = False) -> int:
     GhostNet-0.5 and MobileNet v3 small took 5%, 10% and 8% less time, AVX2's +1.4%, -4% and
     +1% (AMD Zen 5, one thread). A package without one (AArch64, C) keeps its channels: 4
     lanes divide them, and the extra ones would be 20-33% more work on those layers."""
+    if channels < PACK:
+        return _few_channels_computed(channels, wide)
     blocks = -(-channels // PACK)
     if blocks > 3 and blocks % 2 != 0 and blocks % 3 != 0 and 16 * (blocks + 1) * PACK <= 17 * channels:
         return (blocks + 1) * PACK
     if wide and channels % PACK != 0 and 3 * blocks * PACK <= 4 * channels:
         return blocks * PACK
     return computed_columns_of(channels)
+
+
+def _few_channels_computed(channels: int, wide: bool) -> int:
+    """Fewer output channels than a packed block (GhostNet's 6, 10 and 12, MNASNet's 8 and
+    12; their weights stay unpacked, ``_widened`` to the count computed): a count that 4 does
+    not divide left the tile scalar (GhostNet-0.5's 1x1 convs to 6 and 10 channels: 27
+    GFLOPS, AVX-512, 14% of its kernel time), 12 left it 4-lane vectors. Whole vectors of 4
+    instead (3 -> 4, 6 -> 8, 10 -> 12: NEON's width); with a 16-lane set, one vector of 8 or
+    16, the same instruction count as 8 (more work, but one register where 12 took three).
+    One or two channels stay scalar: a vector would be mostly zeros."""
+    if channels < 3:
+        return channels
+    if wide and channels > 4:
+        return 8 if channels <= 8 else PACK
+    return -(-channels // 4) * 4
+
+
+def _widened(weight, channels: int):
+    """HWIO weights with zero output channels up to ``channels`` (``_few_channels_computed``)."""
+    import numpy as np
+
+    return np.pad(weight, [(0, 0)] * 3 + [(0, channels - weight.shape[3])])
 
 
 def _group_conv2d_nhwc(data, weight, strides, padding, dilation, groups: int):
@@ -532,6 +558,8 @@ def convolutions_channels_last(
             computed = computed_channels_of(channels, wide)
             if kind == "conv" and constant and channels >= PACK:
                 weight = relax.const(_packed(weight.value.numpy(), computed))
+            elif kind == "conv" and constant and computed != channels:
+                weight = relax.const(_widened(weight.value.numpy(), computed))
             else:
                 weight = call.args[1]
             return self.builder_.call_te(
