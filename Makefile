@@ -11,8 +11,9 @@ demo: $(VENV)/.installed
 	$(BIN)/relay2cmake demo --out relay2cmake-demo
 
 # Two workers, one test module each at a time (module fixtures build once): 10 minutes
-# instead of 18 on 2 cores, since most steps of a case use one core.
-PYTEST_WORKERS ?= -n 2 --dist loadfile
+# instead of 18 on 2 cores, since most steps of a case use one core. Modules in the order
+# tests/conftest.py gives (the long ones first), not xdist's (those with the most tests first).
+PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(VENV)/.installed-test system-deps
 	$(BIN)/ruff check relay2cmake tests tools benchmarks

@@ -22,6 +22,30 @@ def zoo_dir(tmp_path_factory) -> Path:
     return root
 
 
+# Modules that take minutes, started first: with `--dist loadfile` a worker takes whole
+# modules, and xdist by default queues those with the most tests first, which put the
+# conformance slice (2 tests, 7 minutes on a slow machine) last while the other worker sat
+# idle. The Makefile turns that order off (--no-loadscope-reorder); the rest keep theirs.
+LONG_MODULES = (
+    "test_conformance.py",
+    "test_quantized_zoo.py",
+    "test_real_zoo.py",
+    "test_schedules.py",
+    "test_scheduled_kernels.py",
+    "test_quantized_models.py",
+    "test_fallbacks.py",
+    "test_cross_aarch64.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    def rank(item) -> int:
+        name = item.path.name
+        return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
+
+
 _built: dict[str, BuiltPackage] = {}
 
 
