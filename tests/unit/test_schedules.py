@@ -161,6 +161,35 @@ def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_ou
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+def _scheduled_1x1_conv(x, weights, channels: int, options, computed: int | None = None):
+    """A 1x1 conv of ``x`` to ``channels`` with ``weights`` as the kernel takes them (packed
+    or widened), scheduled with ``options``."""
+    from tvm import te
+
+    data = te.placeholder(x.shape, name="data")
+    weight = te.placeholder(weights.shape, name="weight")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels, computed)
+    return schedule_function(te.create_prim_func([data, weight, out]), options)
+
+
+def _check_1x1_conv(scheduled, x, weights, w, mcpu: str) -> None:
+    """``scheduled`` (``_scheduled_1x1_conv``) built for ``mcpu`` and run here: numpy's
+    numbers from the real HWIO weights ``w``, and a sentinel after the output untouched."""
+    import tvm
+
+    assert scheduled is not None
+    size, in_channels, channels = x.shape[1], x.shape[3], w.shape[3]
+    count = size * size * channels
+    buffer = _aligned(count + 64, 12345.0)
+    output = buffer[:count].reshape(1, size, size, channels)
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": mcpu})
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(weights), tvm.runtime.from_dlpack(output))
+    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
+    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+
+
 @pytest.mark.parametrize(
     ("size", "in_channels", "channels"),
     [(28, 58, 58), (10, 64, 546), (13, 32, 22), (14, 116, 116), (7, 64, 400), (7, 48, 440)],
@@ -170,28 +199,14 @@ def test_conv_with_padded_channels_is_vectorized_and_stays_in_bounds(size, in_ch
     the padded channels of the packed weights (400: one whole zero block more) are computed
     with register-wide (8-lane) vector tiles and only the real ones stored (13 wide: the
     width is padded too); numpy's numbers, and a sentinel after the output untouched."""
-    import tvm
-    from tvm import te
 
     rng = np.random.default_rng(channels)
     x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
     w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
     packed = nhwc._packed(w, nhwc.computed_channels_of(channels))
-    data = te.placeholder(x.shape, name="data")
-    weight = te.placeholder(packed.shape, name="weight")
-    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)
-    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX2)
+    scheduled = _scheduled_1x1_conv(x, packed, channels, AVX2)
     assert scheduled is not None and set(_vector_extents(scheduled)) == {8}, _vector_extents(scheduled)
-    count = size * size * channels
-    buffer = _aligned(count + 64, 12345.0)
-    output = buffer[:count].reshape(1, size, size, channels)
-    with build_context():
-        haswell = {"kind": "llvm", "mcpu": "haswell"}
-        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target=haswell)
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
-    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
-    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
-    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+    _check_1x1_conv(scheduled, x, packed, w, "haswell")
 
 
 @pytest.mark.parametrize(("channels", "computed"), [(24, 32), (40, 48), (36, 48), (20, 20)])
@@ -200,8 +215,6 @@ def test_a_package_with_16_lane_vectors_computes_channels_in_whole_16s(channels,
     (45% of its peak). A package with a 16-lane set computes whole 16s when they add at most
     a third (not 20: 32 would add 60%), only the real channels stored; a package without one
     keeps the count. Numpy's numbers, a sentinel after the output untouched."""
-    import tvm
-    from tvm import te
 
     from relay2cmake.targets import host_runs_wide
 
@@ -212,26 +225,13 @@ def test_a_package_with_16_lane_vectors_computes_channels_in_whole_16s(channels,
     x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
     w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
     packed = nhwc._packed(w, computed)
-    data = te.placeholder(x.shape, name="data")
-    weight = te.placeholder(packed.shape, name="weight")
-    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels, computed)
-    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512)
+    scheduled = _scheduled_1x1_conv(x, packed, channels, AVX512, computed)
     assert scheduled is not None
     widest = 16 if computed % 16 == 0 else 4
     assert max(_vector_extents(scheduled)) == widest, _vector_extents(scheduled)
     if not host_runs_wide():
         pytest.skip("this machine has no AVX-512 to run the 16-lane kernel")
-    count = size * size * channels
-    buffer = _aligned(count + 64, 12345.0)
-    output = buffer[:count].reshape(1, size, size, channels)
-    with build_context():
-        library = tvm.tirx.build(
-            tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": "skylake-avx512"}
-        )
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
-    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
-    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
-    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+    _check_1x1_conv(scheduled, x, packed, w, "skylake-avx512")
 
 
 @pytest.mark.parametrize(
@@ -245,8 +245,6 @@ def test_few_output_channels_are_computed_in_whole_vectors(channels, wide, compu
     a 16-lane set one vector of 8 or 16; the tile runs ``width``-lane vectors, only the real
     channels are stored. Numpy's numbers, a sentinel after the output untouched (the host's
     widest set that the schedule's lanes fit)."""
-    import tvm
-    from tvm import te
 
     from relay2cmake.targets import host_runs_wide
 
@@ -256,24 +254,12 @@ def test_few_output_channels_are_computed_in_whole_vectors(channels, wide, compu
     x = rng.standard_normal((1, size, size, in_channels)).astype("float32")
     w = rng.standard_normal((1, 1, in_channels, channels)).astype("float32")
     widened = nhwc._widened(w, computed)
-    data = te.placeholder(x.shape, name="data")
-    weight = te.placeholder(widened.shape, name="weight")
-    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0, 0, 0, 0], [1, 1], False, channels)
-    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512 if lanes == 16 else AVX2)
+    scheduled = _scheduled_1x1_conv(x, widened, channels, AVX512 if lanes == 16 else AVX2)
     assert scheduled is not None
     assert max(_vector_extents(scheduled), default=1) == width, _vector_extents(scheduled)
     if lanes == 16 and not host_runs_wide():
         pytest.skip("this machine has no AVX-512 to run the 16-lane kernel")
-    count = size * size * channels
-    buffer = _aligned(count + 64, 12345.0)
-    output = buffer[:count].reshape(1, size, size, channels)
-    mcpu = "skylake-avx512" if lanes == 16 else "haswell"
-    with build_context():
-        library = tvm.tirx.build(tvm.IRModule({"main": scheduled}), target={"kind": "llvm", "mcpu": mcpu})
-    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(widened), tvm.runtime.from_dlpack(output))
-    want = (x.reshape(-1, in_channels) @ w.reshape(in_channels, channels)).reshape(output.shape)
-    np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
-    assert np.all(buffer[count:] == 12345.0), "the kernel wrote past its output"
+    _check_1x1_conv(scheduled, x, widened, w, "skylake-avx512" if lanes == 16 else "haswell")
 
 
 @pytest.mark.parametrize(("channels", "kernel", "lanes"), [(240, 5, 8), (144, 3, 8), (96, 3, 16), (48, 3, 4)])
