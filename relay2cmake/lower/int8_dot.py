@@ -17,7 +17,7 @@
 
 TVM ships VNNI and NEON intrinsics (``tvm.s_tir.tensor_intrin``), but its VNNI one calls LLVM
 with operand types the LLVM inside TVM 0.27 refuses, and its NEON ones take the same type on
-both sides; so the descriptions are TVM's where they fit and the implementations are here.
+both sides; so the descriptions (what the instruction computes) and the implementations are here.
 """
 
 from __future__ import annotations
@@ -48,8 +48,24 @@ def int8_dot_intrinsic(instruction: str) -> str:
 
 
 def _descriptions() -> dict:
-    from tvm.s_tir.tensor_intrin import x86
+    # (Not TVM's x86 description: importing tvm.s_tir.tensor_intrin parses its 500 intrinsics,
+    # a minute under pytest's deep stacks, since TVMScript's parser walks inspect.stack().)
     from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def four(
+        a: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
+        b: T.Buffer((16, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+        c: T.Buffer((16,), "int32", offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
+        """What every 16 x 4 dot computes: 16 output channels, each 4 products accumulated."""
+        with T.sblock("root"):
+            T.reads(c[0:16], a[0:4], b[0:16, 0:4])
+            T.writes(c[0:16])
+            for i, k in T.grid(16, 4):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    c[vi] = c[vi] + T.Cast("int32", a[vk]) * T.Cast("int32", b[vi, vk])
 
     def pixel_bytes(a, lanes: int, dtype: str):
         """One pixel's 4 channels in every 32-bit lane. (Inline: bound to a name, TVMScript
@@ -174,7 +190,6 @@ def _descriptions() -> dict:
                     "usdot", c.vload([j * 4], dtype="int32x4"), pixel_bytes(a, 4, "uint8x16"), b, j
                 )
 
-    four = x86.dot_product_16x4_u8i8i32_desc
     return {
         "vnni": (four, vnni),
         "vnni256": (four, vnni256),

@@ -1544,10 +1544,12 @@ def _collect(node, kinds, where=lambda _: True) -> list:
 def deep_copy(func: PrimFunc) -> PrimFunc:
     """A PrimFunc that shares nothing with ``func``: schedule primitives were seen to rewrite
     the loops of a function that shares its body with the one scheduled (``with_attr``
-    copies share it), in place (TVM 0.27)."""
+    copies share it), in place (TVM 0.27). Read back without ``tvm.ir.load_json``'s upgrade of
+    old versions' JSON (a Python pass over every node: a quarter of gen's time on small models)."""
     import tvm
+    from tvm_ffi.serialization import from_json_graph_str
 
-    return tvm.ir.load_json(tvm.ir.save_json(func))
+    return from_json_graph_str(tvm.ir.save_json(func))
 
 
 def _schedule(func, options: ScheduleOptions):
