@@ -12,9 +12,9 @@ and a degree-5 polynomial, within 4.1e-6 relative error of ``exp`` on [-87, 10] 
 softmax's arguments are at most 0 after subtracting the row maximum). Scalar ``expf`` made
 the transformer block's softmax run at 1.3 GFLOPS.
 
-Both use ``_fast_exp``: ``topi.fast_exp``'s numbers, its last step a select that x86 does in
-one instruction (SiLU's epilogue: 29 -> 24 instructions a vector; EfficientNet-B0's kernels
-6.07 -> 5.48 ms, MobileViT-XS's 9.40 -> 8.77 ms).
+Both use ``_fast_exp``: ``topi.fast_exp``'s polynomial, its last step a select that x86 does
+in one instruction (SiLU's epilogue: 29 -> 24 instructions a vector; EfficientNet-B0's kernels
+6.07 -> 5.48 ms, MobileViT-XS's 9.40 -> 8.77 ms), its rounding done by a float addition.
 
 Sigmoid (SiLU's and squeeze-excite's core) becomes ``1 / (1 + fast_exp(-x))`` as plain Relax
 arithmetic, so that it still fuses into the convolution's epilogue; tanh becomes
@@ -96,29 +96,42 @@ _EXP_POLYNOMIAL = (
 
 
 def _fast_exp(x):
-    """``topi.fast_exp``'s formula (same numbers), except its last step: TVM takes
-    ``max(2^n exp(r), x)`` so that +inf gives +inf; the NaN-propagating max that becomes
-    was six instructions a vector on x86 (of about 29 for SiLU's epilogue). A select,
-    ``result > x ? result : x``, gives the same numbers (x itself for NaN and +inf) in one
-    ``vmaxps`` (EfficientNet-B0's first SiLU conv 0.446 -> 0.377 ms)."""
+    """``topi.fast_exp``'s approximation, in fewer instructions: TVM takes ``max(2^n exp(r),
+    x)`` so that +inf gives +inf; the NaN-propagating max that becomes was six instructions a
+    vector on x86 (of about 29 for SiLU's epilogue). A select, ``result > x ? result : x``,
+    gives the same numbers (x itself for NaN and +inf) in one ``vmaxps`` (EfficientNet-B0's
+    first SiLU conv 0.446 -> 0.377 ms).
+
+    n = round(x / ln 2) without a rounding instruction: x / ln 2 + (1.5 * 2^23 + 127) is a float
+    whose spacing is 1, so the addition rounds (to nearest even: ``floor(y + 0.5)`` differs
+    only on exact halves, where either n keeps |r| <= ln 2 / 2), and the sum's low bits hold
+    n + 127, 2^n's exponent field. Read as an integer: minus the constant's bits and converted,
+    n; shifted left 23, 2^n. (Not ``sum - constant`` in float: TVM folds ``(a + c) - c`` to
+    ``a``.) The polynomial is one Horner chain: ``1 + r (1 + r p(r))``."""
     from tvm import te, tirx
 
     def exp(*index):
         value = x(*index)
         limit = tirx.const(_EXP_LIMIT, "float32")
         clamped = tirx.max(tirx.min(value, limit), -limit)
-        n = tirx.floor(clamped * tirx.const(1.4426950408889634, "float32") + tirx.const(0.5, "float32"))
+        rounded = clamped * tirx.const(1.4426950408889634, "float32") + tirx.const(_ROUNDING, "float32")
+        bits = tirx.reinterpret("int32", rounded)
+        n = tirx.Cast("float32", bits - tirx.const(_ROUNDING_BITS, "int32"))
         r = clamped - n * tirx.const(0.6931471805599453, "float32")
         poly = tirx.const(_EXP_POLYNOMIAL[0], "float32")
-        for coefficient in _EXP_POLYNOMIAL[1:]:
+        for coefficient in (*_EXP_POLYNOMIAL[1:], 1.0, 1.0):
             poly = poly * r + tirx.const(coefficient, "float32")
-        exp_r = poly * r * r + r + tirx.const(1.0, "float32")
-        exponent = tirx.Cast("int32", n + tirx.const(127.0, "float32")) << tirx.const(23, "int32")
+        power = tirx.reinterpret("float32", bits << tirx.const(23, "int32"))
         result = tirx.Var("exp_result", "float32")  # bound once: the select reads it twice
         select = tirx.Select(result > value, result, value)
-        return tirx.Let(result, tirx.reinterpret("float32", exponent) * exp_r, select)
+        return tirx.Let(result, power * poly, select)
 
     return te.compute(x.shape, exp, name="T_exp", tag="elemwise")
+
+
+# 1.5 * 2^23 + 127 and its bits (see _fast_exp)
+_ROUNDING = 12583039.0
+_ROUNDING_BITS = 0x4B40007F
 
 
 def _softmax(x, axis: int):
