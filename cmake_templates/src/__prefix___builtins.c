@@ -8,12 +8,15 @@
  * sized for the worst case, laid out compactly as the actual shape would be (the tail is
  * zeroed), and stores the actual extent in an int64[1] tensor. They take the kernels'
  * calling convention, so the step table calls them alike.
- * This file is the same for every model; the linker drops what a model does not call.
+ * This file is the same for every model; the linker drops what a model does not call, and a
+ * model that calls none compiles none of it (__PREFIX___CALLS_BUILTINS).
  */
 #include <math.h>
 #include <string.h>
 
 #include "__prefix___internal.h"
+
+#if __PREFIX___CALLS_BUILTINS
 
 static DLTensor* __prefix___arg_tensor(void* args, int index) {
   return (DLTensor*)((TVMFFIAny*)args)[index].v_ptr;
@@ -647,3 +650,7 @@ int32_t __prefix___builtin_last_states(void* self, void* args, int32_t num_args,
   }
   return 0;
 }
+
+#else
+typedef int __prefix___no_builtins; /* ISO C: a translation unit declares something */
+#endif

@@ -12,6 +12,7 @@ from typing import Any
 
 from relay2cmake import __version__, dtypes
 from relay2cmake.arena import align_up
+from relay2cmake.builtins import BUILTIN_FUNCTIONS, builtin_symbol
 from relay2cmake.golden import GoldenData
 from relay2cmake.kernel_sets import wide_kernel_symbol
 from relay2cmake.naming import (
@@ -286,6 +287,7 @@ class PackageView:
     steps: tuple[StepView, ...]
     builtin_texts: tuple[str, ...]  # C string literals of the builtins' text arguments
     kernel_symbols: tuple[str, ...]
+    calls_builtins: int  # 0: builtins.c compiles to nothing (most models call none)
     shapes: tuple[ShapeView, ...]
     constants: tuple[ConstantView, ...]
     stage_inputs: int  # 1: inputs not 64-byte aligned are copied into the arena
@@ -536,6 +538,7 @@ def build_view(
         steps=tuple(steps),
         builtin_texts=tuple(c_string_literal(text) for text in plan.texts),
         kernel_symbols=tuple(sorted(symbols)),
+        calls_builtins=int(any(builtin_symbol(prefix, name) in symbols for name in BUILTIN_FUNCTIONS)),
         shapes=shapes.table(),
         constants=constants,
         stage_inputs=int(plan.input_staging is not None),
