@@ -112,7 +112,8 @@ def _run(tmp_path, *selection: str) -> list[dict]:
 
 
 def test_quick_slice_passes_as_packages(tmp_path):
-    results = _run(tmp_path, "--filter", "^(" + "|".join(QUICK) + ")$")
+    # Only the packages: nothing here reads TVM's VM or ONNX Runtime (the slow slice does).
+    results = _run(tmp_path, "--filter", "^(" + "|".join(QUICK) + ")$", "--no-references")
     assert {r["name"] for r in results} == set(QUICK), "a case was renamed upstream"
     failing = [f"{r['name']}: {r['gen']}" for r in results if r["tensor_case"] and r["gen"] != "pass"]
     assert not failing, "\n".join(failing)
