@@ -107,7 +107,9 @@ def _fast_exp(x):
     only on exact halves, where either n keeps |r| <= ln 2 / 2), and the sum's low bits hold
     n + 127, 2^n's exponent field. Read as an integer: minus the constant's bits and converted,
     n; shifted left 23, 2^n. (Not ``sum - constant`` in float: TVM folds ``(a + c) - c`` to
-    ``a``.) The polynomial is one Horner chain: ``1 + r (1 + r p(r))``."""
+    ``a``.) The polynomial is one Horner chain: ``1 + r (1 + r p(r))``. Past the clamp (exp
+    overflows float32 at 88.72) the value is 2^127 exp(0.35), about 2.4e38, not inf (the floor
+    gave inf there by rounding 127.49999 + 0.5 up); +inf itself stays +inf."""
     from tvm import te, tirx
 
     def exp(*index):
