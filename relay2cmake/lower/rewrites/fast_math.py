@@ -34,6 +34,7 @@ exponents 1/4, 1/2, 3/4 and 3/2 (LRN's 0.75) become square roots and products.
 from __future__ import annotations
 
 import math
+import struct
 from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import rewrite_functions
@@ -95,6 +96,11 @@ _EXP_POLYNOMIAL = (
 )  # fmt: skip
 
 
+# Added to x / ln 2, rounds it to n and leaves n + 127 in the sum's low bits (see _fast_exp).
+_ROUNDING = 1.5 * 2**23 + 127
+_ROUNDING_BITS = struct.unpack("<i", struct.pack("<f", _ROUNDING))[0]
+
+
 def _fast_exp(x):
     """``topi.fast_exp``'s approximation, in fewer instructions: TVM takes ``max(2^n exp(r),
     x)`` so that +inf gives +inf; the NaN-propagating max that becomes was six instructions a
@@ -129,11 +135,6 @@ def _fast_exp(x):
         return tirx.Let(result, power * poly, select)
 
     return te.compute(x.shape, exp, name="T_exp", tag="elemwise")
-
-
-# 1.5 * 2^23 + 127 and its bits (see _fast_exp)
-_ROUNDING = 12583039.0
-_ROUNDING_BITS = 0x4B40007F
 
 
 def _softmax(x, axis: int):
