@@ -1190,6 +1190,8 @@ def test_a_layer_norm_spelt_out_reduces_its_rows_in_partial_sums(length):
         ((1, 14, 14, 64), (0, 3, 1, 2), "flatten", "float32"),  # PoolFormer's
         ((1, 24, 36), (0, 2, 1), "pad", "float32"),  # a padding stage after: not folded backwards
         ((2, 40, 24), (0, 2, 1), "plain", "int8"),
+        # ViT's keys as a right operand: rows tile * 16 + lane, past the 197th zero
+        ((1, 3, 197, 64), (0, 1, 3, 2), "scale and packed columns", "float32"),
     ],
 )
 def test_transposes_are_tiled_and_exact(shape, axes, stage, dtype):
@@ -1218,6 +1220,11 @@ def test_transposes_are_tiled_and_exact(shape, axes, stage, dtype):
     elif stage == "pad":
         out = topi.nn.pad(moved, (0, 0, 0), (0, 0, 4), pad_value=0.0)
         want = np.pad(want, [(0, 0), (0, 0), (0, 4)])
+    elif stage == "scale and packed columns":
+        out = packed_matmul._pack_columns(topi.multiply(moved, 0.125))
+        lanes = packed_matmul.PACK
+        want = np.pad(want * 0.125, [(0, 0)] * 3 + [(0, -shape[2] % lanes)])
+        want = want.reshape(*want.shape[:3], -1, lanes).transpose(0, 1, 3, 2, 4)
     else:
         out = moved
     func = te.create_prim_func([*inputs, out])
