@@ -833,7 +833,7 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
             width = _vector_width(_extent(sch, sch.get_loops(block)[-1]), options)
             partial = _partial_reductions(sch, block, width) if width > 1 else None
             if partial is not None:
-                partials.append(partial)
+                partials += [partial, *_halving_combination(sch, block, width)]
     blocks = sch.get_child_blocks(root)
     together = _rows_together(sch, output, rows[-1], lanes)
     if together > 1:
@@ -863,6 +863,18 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
     if options.parallel:
         sch.parallel(sch.fuse(*rows))
     return True
+
+
+def _halving_combination(sch, block, lanes: int) -> list:
+    """A row's ``lanes`` partial results combined by halving (16 -> 8 -> 4 -> 2 -> 1):
+    combined one after another, LLVM kept them a serial chain of scalar maxima or sums, 16
+    latencies a row."""
+    halves = []
+    while lanes > 2:
+        lanes //= 2
+        _, half = sch.split(sch.get_loops(block)[-1], [2, lanes])
+        halves.append(sch.rfactor(half, factor_axis=0))
+    return halves
 
 
 SHORT_ROW = 1024  # elements up to which a row's stages are computed for several rows together

@@ -1090,10 +1090,11 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     """Softmax over rows of 20, 49 (Swin's windows), 128 and 197 (ViT's tokens): the row's
     maximum and sum in partial vectors (rfactor on TVM's identities, -inf starts given back),
     a row that 16 does not divide as its whole 16s and a tail, elementwise stages in whole
-    registers with a predicated last one. NumPy's numbers in float64, also for rows with a
+    registers with a predicated last one; the partial vectors combined by halving (one after
+    another: a chain of 16 scalar latencies a row). NumPy's numbers in float64, also for rows with a
     NaN, +inf, only -inf, some -inf, the largest value last (the tail), and huge values; and
     a mask's ``where`` after the softmax keeps one exponential per element."""
-    from tvm import relax
+    from tvm import relax, s_tir
 
     from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import host_runs_wide, parse_targets
@@ -1124,6 +1125,11 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     script = func.script()
     assert script.count("0.00019875691") == 1, "the exponential is computed more than once per element"
     assert "T_softmax_maxelem_rf" in script and "T_softmax_expsum_rf" in script, "a serial row reduction"
+    if length >= 128:  # the partial vectors combined by halving: the last step adds two
+        schedule = s_tir.Schedule(func)
+        for name in ("T_softmax_maxelem", "T_softmax_expsum"):
+            (combined,) = [iv for iv in schedule.get(schedule.get_sblock(name)).iter_vars if iv.iter_type]
+            assert int(combined.dom.extent) == 2, f"{name} combines its partial results one by one"
     params = [np.zeros(tuple(int(d) for d in p.shape), "float32") for p in func.params]
     got = call_kernel(func, [x, *params[1:]])
     wide_x = x.astype("float64")
