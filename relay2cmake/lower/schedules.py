@@ -1015,24 +1015,33 @@ def _schedule_last_axis_reduction(sch, options: ScheduleOptions) -> bool:
     partial = sch.rfactor(lane, factor_axis=len(sch.get(block).writes[0].region))
     sch.vectorize(sch.get_loops(partial)[-1])
     row = sch.get_loops(partial)[len(rows) - 1]
-    later = [block]
+    halves = _halving_combination(sch, block, lanes)
+    later = [*halves, block][:1]  # the rest are its consumers
     while later:
         stage = later.pop(0)
         sch.reverse_compute_at(stage, row)
         later.extend(sch.get_consumers(stage))
+    for half in halves:  # (loops: lane, pair)
+        lane, pair = sch.get_loops(half)[-2:]
+        sch.reorder(pair, lane)
+        sch.vectorize(lane)
     if options.parallel and len(rows) > 0:
         sch.parallel(sch.fuse(*sch.get_loops(partial)[: len(rows)]) if len(rows) > 1 else row)
-    if extent % lanes and not _predicated(sch.mod["main"], sch.get(partial).name_hint):
+    if extent % lanes and not _predicated(sch.mod["main"], sch.get(partial).writes[0].source):
         # (compute_at drops a block's predicate: a row read past its end.)
         raise RuntimeError("the partial results' last vector lost its predicate")
     return True
 
 
-def _predicated(func, name: str) -> bool:
-    """Whether the block ``name`` of ``func`` runs under a predicate."""
+def _predicated(func, written) -> bool:
+    """Whether the block of ``func`` that writes the buffer ``written`` runs under a predicate
+    (found by its buffer: the halving combination's blocks take the partial block's name)."""
     from tvm import s_tir, tirx
 
-    realizes = _collect(func, s_tir.SBlockRealize, lambda r: r.block.name_hint == name)
+    def writes(realize) -> bool:
+        return any(region.source.same_as(written) for region in realize.block.writes)
+
+    realizes = _collect(func, s_tir.SBlockRealize, writes)
     return bool(realizes) and all(not isinstance(r.predicate, tirx.IntImm) for r in realizes)
 
 

@@ -437,7 +437,7 @@ def test_running_maxima_in_vectors_propagate_nan_through_their_flags(kind):
 def test_reductions_over_the_last_axis_take_vectors_and_a_predicated_tail(kind, row):
     """A reduction over the last axis alone (SSD's best of 90 classes a box) is reduced in
     vectors of partial results, the last one predicated where no vector divides the row (45:
-    two vectors of 16 and 13 lanes), then combined: numpy's values, NaN of either sign in any
+    two vectors of 16 and 13 lanes), then combined by halving: numpy's values, NaN of either sign in any
     position (also in the tail), infinities and rows of -inf for max and min; the first index
     of equal maxima for argmax."""
     import tvm
@@ -462,6 +462,7 @@ def test_reductions_over_the_last_axis_take_vectors_and_a_predicated_tail(kind, 
     lowered = infinite_reduction_identities(tvm.IRModule({"main": te.create_prim_func([data, out])}))["main"]
     scheduled = schedule_function(lowered, ScheduleOptions(vector_lanes=16, vectorize=True, parallel=True))
     assert scheduled is not None and "T.vectorized" in scheduled.script()
+    assert {8, 4, 2} <= set(_vector_extents(scheduled)), "the partial results combined one by one"
     result = call_kernel(scheduled, [rows, np.zeros(want.shape, str(out.dtype))])
     if kind == "sum":
         np.testing.assert_allclose(result, want, rtol=1e-5, atol=1e-5)
