@@ -579,13 +579,16 @@ DEPTHWISE_ACCUMULATORS = {4: 16, 8: 8, 16: 12}
 
 
 def _depthwise_tile(width: int, vectors: int, lanes: int) -> tuple[int, int]:
-    """(output columns, vectors of channels) of a depthwise tile: the most accumulators
+    """(output columns, vectors of channels) of a depthwise tile: two columns or more where
+    the image has them (a one-column tile loads a weight vector for every multiply-add: the
+    7 x 7 images of MobileNet's, EfficientNet's and ConvNeXt's last stages took 12 vectors
+    of one column, 1.3-3.2x slower than 7 columns of one vector), then the most accumulators
     within budget, then the most columns (each weight vector is reused once per column)."""
     budget = DEPTHWISE_ACCUMULATORS.get(lanes, 8)
-    best = (0, 0), (1, 1)
+    best = (0, 0, 0), (1, 1)
     for v in (d for d in range(1, vectors + 1) if vectors % d == 0):
         for columns in (d for d in range(1, width + 1) if width % d == 0):
-            key = (columns * v, columns)
+            key = (min(columns, 2), columns * v, columns)
             if columns * v <= budget and key > best[0]:
                 best = key, (columns, v)
     return best[1]
@@ -598,13 +601,16 @@ def _schedule_depthwise_nhwc(sch, block, options: ScheduleOptions) -> None:
     channels = _extent(sch, c)
     lanes = _vector_width(channels, options)
     whole_vectors = channels // lanes
-    predicated = lanes < options.vector_lanes // 2 and channels > options.vector_lanes and options.vectorize
+    narrow = lanes < options.vector_lanes // 2 and channels > options.vector_lanes
+    half = lanes == options.vector_lanes // 2 and channels > 2 * options.vector_lanes
+    predicated = options.vectorize and (narrow or half)
     if predicated:
         # Channels that only narrow vectors divide (ShuffleNet's 58 and 116, 29 x 2^k: scalar
         # and 4-lane code, 13 and 28 GFLOPS on AVX-512): full-width vectors, the last one
         # predicated (35 and 45 GFLOPS); likely_vector_tails has LoopPartition peel it, so
-        # the others carry no condition. Half-width vectors (232 or 24 channels) stay: they
-        # were as fast or faster than a predicated tail.
+        # the others carry no condition. Channels that half-width vectors divide, from two
+        # and a half full ones (40, 72, 120, 168, 184, 200, 232): the same, 1.1-1.5x faster
+        # on AVX-512; 24 stays in vectors of 8 (a predicated 16 + 8 was slower).
         lanes = options.vector_lanes
         whole_vectors = -(-channels // lanes)
     elif lanes == 1 and 4 < channels < options.vector_lanes and options.vectorize:
