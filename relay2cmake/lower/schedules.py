@@ -1362,17 +1362,6 @@ def _indices_within_ranges(func, lanes: int):
     import tvm_ffi
     from tvm import s_tir, tirx
 
-    def within(block):
-        analyzer = tvm.sym.Analyzer()
-        for iv in block.iter_vars:
-            analyzer.bind(iv.var, iv.dom)
-
-        def load(node):
-            indices = [analyzer.simplify(i) for i in node.indices]
-            return tirx.BufferLoad(node.source, indices)
-
-        return tvm_ffi.structural_map(block, [(tvm.ir.TensorLoad, load)]) if block.iter_vars else block
-
     def divided(f) -> bool:
         return any(
             _contains(i, (tirx.FloorDiv, tirx.FloorMod))
@@ -1388,10 +1377,80 @@ def _indices_within_ranges(func, lanes: int):
         wide = all(isinstance(e, tirx.IntImm) and e.value >= lanes for e in extents)
         return wide and not any(_innermost_divided(b) for b in blocks)
 
-    simplified = tvm_ffi.structural_map(func, [(s_tir.SBlock, within)])
+    simplified = tvm_ffi.structural_map(func, [(s_tir.SBlock, _loads_within_ranges)])
     if divided(func) and (not divided(simplified) or vectors_along_innermost(simplified)):
         return simplified
     return None
+
+
+def _loads_within_ranges(block):
+    """``block`` with the indices it loads simplified within its iterators' ranges."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    if not block.iter_vars:
+        return block
+    analyzer = tvm.sym.Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, iv.dom)
+
+    def load(node):
+        return tirx.BufferLoad(node.source, [analyzer.simplify(i) for i in node.indices])
+
+    return tvm_ffi.structural_map(block, [(tvm.ir.TensorLoad, load)])
+
+
+def _split_last(run: int):
+    """An index map's function: the last of its indices as two, ``[i // run, i % run]``. (Not
+    a lambda with ``run`` as a default: ``IndexMap.from_func`` takes every parameter for an index.)"""
+    return lambda *indices: (*indices[:-1], indices[-1] // run, indices[-1] % run)
+
+
+def _innermost_runs(func, options: ScheduleOptions):
+    """``func``'s blocks inlined into its outputs, and an output's innermost axis that its
+    loads divide split in two, ``[E / run, run]``, at the longest run of a vector or more over
+    which no load divides it, when that is not a whole number of vectors; None when no output
+    needs or allows that. MobileViT's heads merged back, ``[4, 4, 196, 24]`` read as
+    ``[4, 196, 96]``: vectors of 16 along the 96 ran across heads, each one a gather (8 GB/s);
+    along a head's 24 they are plain loads, a full and a predicated one (75 GB/s)."""
+    import tvm_ffi
+    from tvm import s_tir, tirx
+
+    sch = s_tir.Schedule(deep_copy(func))
+    root = sch.get_sblock("root")
+    outputs = {param.name for param in func.params}
+    split = False
+    try:
+        for block in sch.get_child_blocks(root):
+            if sch.get(block).writes[0].source.name not in outputs:
+                sch.compute_inline(block)
+        for block in sch.get_child_blocks(root):
+            iter_vars = sch.get(block).iter_vars
+            extent = iter_vars[-1].dom.extent if iter_vars else None
+            if not isinstance(extent, tirx.IntImm) or not _innermost_divided(
+                _loads_within_ranges(sch.get(block))
+            ):
+                continue
+            lanes = options.vector_lanes * 32 // max(8, int(sch.get(block).writes[0].source.dtype.bits))
+            for run in sorted((r for r in range(lanes, extent.value) if extent.value % r == 0), reverse=True):
+                trial = sch.copy()
+                try:
+                    trial.transform_block_layout(
+                        block,
+                        tirx.IndexMap.from_func(_split_last(run), ndim=len(iter_vars)),
+                    )
+                except Exception:  # a map TVM refuses: the next run
+                    continue
+                if not _innermost_divided(_loads_within_ranges(trial.get(block))):
+                    # Whole vectors never span two runs, and TVM divides their ramps itself
+                    # (split anyway, Swin's heads of 32 ran 0.6-0.9x as fast)
+                    if run % lanes:
+                        sch, split = trial, True
+                    break
+    except Exception:  # a block that cannot be inlined: as it was
+        return None
+    return tvm_ffi.structural_map(sch.mod["main"], [(s_tir.SBlock, _loads_within_ranges)]) if split else None
 
 
 def _innermost_divided(block) -> bool:
@@ -1648,7 +1707,8 @@ def _schedule_with(func, options: ScheduleOptions):
     transposed = _schedule_transpose(func, options)
     if transposed is not None:
         return transposed
-    injective = s_tir.Schedule(deep_copy(_indices_within_ranges(func, options.vector_lanes) or func))
+    ranged = (options.vectorize and _innermost_runs(func, options)) or func
+    injective = s_tir.Schedule(deep_copy(_indices_within_ranges(ranged, options.vector_lanes) or ranged))
     lanes = _schedule_injective(injective, options)
     if lanes:
         return likely_index_conditions(injective.mod["main"], lanes)

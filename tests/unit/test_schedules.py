@@ -1003,6 +1003,47 @@ def test_heads_reshaped_to_rows_read_plain_vectors_along_the_rows():
     np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("target_spec", ["x86_64", "x86_64:x86-64-v4", "aarch64"])
+@pytest.mark.parametrize("head", [30, 32])
+def test_heads_merged_back_run_vectors_along_each_head(target_spec, head):
+    """MobileViT's attention output, [patches, heads, tokens, 30] read as [patches, tokens,
+    heads x 30]: vectors along the 120 would span heads, each one a gather (8 GB/s); the
+    output's last axis is split at the head, [4, 30], within which the loads are contiguous,
+    and the vectors run along the 30 (a full vector and a predicated one). Heads of whole
+    vectors (Swin's 32) keep the one axis: no vector spans two. The values are NumPy's (run
+    on the AVX2 set, which every x86 CI machine has)."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    heads = np.random.default_rng(5).standard_normal((4, 4, 49, head)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(heads.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            tokens = bb.emit(relax.op.permute_dims(data, [0, 2, 1, 3]))
+            out = bb.emit_output(relax.op.reshape(tokens, (4, 49, 4 * head)))
+        bb.emit_func_output(out)
+    target = parse_targets([target_spec])[-1]
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (func,) = kernels.functions.values()
+    assert scheduled and "T.vectorized" in func.script()
+    blocks = schedules._collect(func, tvm.s_tir.SBlock, lambda b: bool(b.iter_vars))
+    assert [int(b.iter_vars[-1].dom.extent) for b in blocks] == [head if head == 30 else 4 * head]
+    if head == 30:
+        assert not any(schedules._innermost_divided(b) for b in blocks), func.script()
+    if target_spec != "x86_64":
+        return
+    with build_context():
+        executable = tvm.compile(
+            lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
+        )
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(heads)).numpy()
+    np.testing.assert_array_equal(got, heads.transpose(0, 2, 1, 3).reshape(4, 49, 4 * head))
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_small_images_channels_first_take_vectors_across_their_rows(transposed):
     """PoolFormer's layer scale on 14 x 14 and 7 x 7 images, channels first (a flat view
