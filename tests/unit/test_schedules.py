@@ -120,6 +120,41 @@ def test_depthwise_reads_the_padding_inline(stride):
 
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize(
+    ("window", "channels", "size", "inlined"), [(3, 16, 23, True), (3, 32, 23, True), (7, 64, 30, False)]
+)
+def test_stems_read_their_padding_in_place_with_few_products_a_value(window, channels, size, inlined, wide):
+    """A stem's RGB padding is a scalar copy, three values a pixel: a 3 x 3 stride-2 stem of
+    16 or 32 outputs reads the image in place (36-72 multiply-adds per padded value; the copy
+    cost more than the checks, 1.14-1.88x), a 7 x 7 one of 64 (784) keeps the copy (0.77-0.88x
+    inlined). NumPy's numbers either way."""
+    from tvm import te
+
+    rng = np.random.default_rng(window * channels)
+    image = rng.standard_normal((1, size, size, 3)).astype(np.float32)
+    hwio = rng.standard_normal((window, window, 3, channels)).astype(np.float32)
+    packed = nhwc._packed(hwio, nhwc.computed_channels_of(channels))
+    pad = window // 2
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    out = nhwc._conv2d_nhwc(data, weight, [2, 2], [pad] * 4, [1, 1], False, channels)
+    func = te.create_prim_func([data, weight, out])
+    assert 'sblock("pad_temp")' in func.script()
+    scheduled = schedule_function(func, AVX512 if wide else AVX2)
+    assert scheduled is not None
+    assert ('sblock("pad_temp")' not in scheduled.script()) == inlined
+    out_size = int(out.shape[1])
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, out_size, out_size, channels), np.float32)])
+    padded = np.pad(image, [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+    want = sum(
+        padded[:, ry : ry + 2 * out_size : 2, rx : rx + 2 * out_size : 2, :] @ hwio[ry, rx]
+        for ry in range(window)
+        for rx in range(window)
+    )
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize(
     ("groups", "group_inputs", "group_outputs", "lanes", "stride"),
     [(32, 4, 4, 4, 1), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
 )
