@@ -156,18 +156,21 @@ def test_stems_read_their_padding_in_place_with_few_products_a_value(window, cha
 @pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize(
     ("groups", "group_inputs", "group_outputs", "lanes", "stride"),
-    [(32, 4, 4, 4, 1), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
+    [(32, 4, 4, 4, 1), (8, 4, 4, 4, 2), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
 )
 def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_outputs, lanes, stride, wide):
     """ResNeXt's 4-channel groups (4 lanes), RegNet's 16-channel ones (8), groups with more
     outputs than inputs and a depthwise conv with a channel multiplier: every vector lies in
     one group, so its input is one broadcast value (no gather), and numpy's numbers. With
-    16 lanes (AVX-512) the padding is read in place (no padded copy), vectors up to 16 wide."""
+    16 lanes (AVX-512) the padding is read in place (no padded copy), vectors up to 16 wide;
+    there 4-channel groups take 16 lanes across 4 groups, each input a shuffle of one vector
+    load (``group_shuffle``'s intrinsic, which reads a padded copy)."""
     from tvm import te
 
     options = AVX512 if wide else AVX2
+    shuffled = wide and group_inputs == group_outputs == 4
     if wide:
-        lanes = min(group_outputs, 16)
+        lanes = 16 if shuffled else min(group_outputs, 16)
 
     rng = np.random.default_rng(groups)
     in_channels, channels = groups * group_inputs, groups * group_outputs
@@ -180,8 +183,11 @@ def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_ou
     assert scheduled is not None
     extents = _vector_extents(scheduled)
     assert lanes in extents and all(extent % lanes == 0 for extent in extents), extents
-    assert "Ramp" not in scheduled.script() and "T.ramp" not in scheduled.script()
-    assert ('sblock("pad_temp")' in scheduled.script()) != wide
+    if shuffled:
+        assert "T.Shuffle" in scheduled.script()
+    else:
+        assert "Ramp" not in scheduled.script() and "T.ramp" not in scheduled.script()
+    assert ('sblock("pad_temp")' in scheduled.script()) != (wide and not shuffled)
     size = int(out.shape[1])
     result = call_kernel(scheduled, [image, hwio, np.zeros((1, size, size, channels), np.float32)])
     padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
