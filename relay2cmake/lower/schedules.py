@@ -491,11 +491,12 @@ INLINED_GROUP_PADDING_LANES = 16
 
 # An image's padding with fewer than 4 channels (a stem's RGB) is copied three values a pixel,
 # each with its bounds check, by a scalar loop. Where the convolution does few multiply-adds
-# per padded value (3 x 3, stride 2, 16 to 32 outputs: 36 to 72), the copy cost more than the
-# checks inlined into the tile's loads: AVX-512, kernels alone, MnasNet's stem 1.88x faster,
-# SSD's, LeViT's, GhostNet's and MobileNet v3's 1.5x, RegNet's and ShuffleNet's 1.3x,
-# MobileNet v2's and EfficientNet's 1.14-1.2x; the 7 x 7 stems (ResNet's, GoogLeNet's,
-# DenseNet's: 743) ran 0.77-0.88x as fast inlined, U-Net's 3 x 3 at stride 1 (567) the same.
+# per padded value (3 x 3, stride 2, 16 to 64 outputs: 36 to 144), the copy cost more than the
+# checks inlined into the tile's loads: AVX-512, kernels alone, MnasNet's stem 1.66-1.88x
+# faster, SSD's, LeViT's, GhostNet's and MobileNet v3's 1.5x or more, RegNet's and
+# ShuffleNet's 1.3x, MobileNet v2's and EfficientNet's 1.14-1.3x, SqueezeNet's (64 outputs)
+# 1.1x, U-Net's 3 x 3 of 16 at stride 1 (142) the same; the 7 x 7 stems (ResNet's, GoogLeNet's,
+# DenseNet's: 743) ran 0.77-0.88x as fast inlined.
 INLINED_STEM_PADDING = 160  # multiply-adds per padded input value, at most
 
 
@@ -1486,6 +1487,8 @@ def _innermost_runs(func, options: ScheduleOptions):
         for block in sch.get_child_blocks(root):
             if sch.get(block).writes[0].source.name not in outputs:
                 sch.compute_inline(block)
+        if len(str(sch.mod["main"])) > INLINED_GROWTH * len(str(func)):
+            return None  # (``_schedule_injective`` keeps TVM's lowering for such a kernel)
         for block in sch.get_child_blocks(root):
             iter_vars = sch.get(block).iter_vars
             extent = iter_vars[-1].dom.extent if iter_vars else None
