@@ -1307,19 +1307,33 @@ def _schedule_injective(sch, options: ScheduleOptions) -> int:
     blocks = sch.get_child_blocks(root)
     if not blocks:
         return 0
-    size = len(str(sch.mod["main"]))
-    outputs = {param.name for param in sch.mod["main"].params}  # TVM 0.27: parameters are the buffers
-    for block in blocks:
-        if sch.get(block).writes[0].source.name not in outputs:
-            sch.compute_inline(block)  # raises when one cannot be inlined: TVM's lowering stays
-    if len(str(sch.mod["main"])) > INLINED_GROWTH * size:
-        # A value read several times by each consumer is copied into each read: a GRU cell's
-        # gates grew so large that building the package took minutes instead of seconds.
+    if not _inline_into_outputs(sch):  # (raises when a block cannot be inlined: TVM's lowering stays)
         return 0
     # One block per output: a split's (attention's q, k and v out of one projection), each
     # vectorized and parallel on its own.
     widths = [_vectorize_injective(sch, block, options) for block in sch.get_child_blocks(root)]
     return 0 if 0 in widths else min(widths)
+
+
+def _inline_into_outputs(sch) -> bool:
+    """Every block of ``sch`` but those that write the function's outputs inlined into its
+    consumers (raises when one cannot be); False when that grew the function's text over
+    ``INLINED_GROWTH`` times: a value read several times by each consumer is copied into each
+    read (a GRU cell's gates grew so large that building the package took minutes instead of
+    seconds)."""
+    size = len(str(sch.mod["main"]))
+    outputs = {param.name for param in sch.mod["main"].params}  # TVM 0.27: parameters are the buffers
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(block).writes[0].source.name not in outputs:
+            sch.compute_inline(block)
+    return len(str(sch.mod["main"])) <= INLINED_GROWTH * size
+
+
+def _element_lanes(sch, block, options: ScheduleOptions) -> tuple[int, int]:
+    """The bits of an element ``block`` writes (a bool is a byte in memory) and how many of
+    them a register holds."""
+    bits = max(8, int(sch.get(block).writes[0].source.dtype.bits))
+    return bits, options.vector_lanes * 32 // bits
 
 
 def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
@@ -1330,8 +1344,7 @@ def _vectorize_injective(sch, block, options: ScheduleOptions) -> int:
     if len(loops) != len(sch.get(block).iter_vars):
         return 0
     elements = math.prod(_extent(sch, loop) for loop in loops)
-    bits = max(8, int(sch.get(block).writes[0].source.dtype.bits))  # bool is a byte in memory
-    lanes = options.vector_lanes * 32 // bits
+    bits, lanes = _element_lanes(sch, block, options)
     # An 8-bit innermost axis shorter than a vector (a quantized image's 4 channels, channels-
     # last: MobileNet v2's first kernel 0.118 -> 0.077 ms) is fused with the one outside it:
     # the vectors then span pixels. (Measured on 8-bit outputs only.)
@@ -1480,23 +1493,18 @@ def _innermost_runs(func, options: ScheduleOptions):
     from tvm import s_tir, tirx
 
     sch = s_tir.Schedule(deep_copy(func))
-    root = sch.get_sblock("root")
-    outputs = {param.name for param in func.params}
     split = False
     try:
-        for block in sch.get_child_blocks(root):
-            if sch.get(block).writes[0].source.name not in outputs:
-                sch.compute_inline(block)
-        if len(str(sch.mod["main"])) > INLINED_GROWTH * len(str(func)):
+        if not _inline_into_outputs(sch):
             return None  # (``_schedule_injective`` keeps TVM's lowering for such a kernel)
-        for block in sch.get_child_blocks(root):
+        for block in sch.get_child_blocks(sch.get_sblock("root")):
             iter_vars = sch.get(block).iter_vars
             extent = iter_vars[-1].dom.extent if iter_vars else None
             if not isinstance(extent, tirx.IntImm) or not _innermost_divided(
                 _loads_within_ranges(sch.get(block))
             ):
                 continue
-            lanes = options.vector_lanes * 32 // max(8, int(sch.get(block).writes[0].source.dtype.bits))
+            _, lanes = _element_lanes(sch, block, options)
             for run in sorted((r for r in range(lanes, extent.value) if extent.value % r == 0), reverse=True):
                 trial = sch.copy()
                 try:
