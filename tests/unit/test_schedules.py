@@ -154,6 +154,31 @@ def test_stems_read_their_padding_in_place_with_few_products_a_value(window, cha
 
 
 @pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize(("size", "channels"), [(14, 48), (13, 1008)])
+def test_odd_vector_counts_take_ragged_tiles_of_more_vectors_on_avx512(size, channels, wide):
+    """AVX-512: 3 or 63 vectors of output channels on a 14-wide row gave exact tiles of one
+    vector over 14 pixels, a broadcast per multiply-add; a ragged tile of 5 pixels x 3
+    vectors loads half as often (its last tile a predicated 4). NumPy's numbers, AVX-512 and
+    AVX2."""
+    from tvm import te
+
+    assert schedules._pixel_tile(size, 14, channels // 16, 16) == (1, 5, 3)
+    rng = np.random.default_rng(channels)
+    image = rng.standard_normal((1, size, 14, 16)).astype(np.float32)
+    hwio = rng.standard_normal((1, 1, 16, channels)).astype(np.float32)
+    packed = nhwc._packed(hwio, channels)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0] * 4, [1, 1], False, channels)
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512 if wide else AVX2)
+    assert scheduled is not None
+    if wide:
+        assert "T.likely" in scheduled.script()  # the ragged last column tile
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, size, 14, channels), np.float32)])
+    np.testing.assert_allclose(result, image @ hwio[0, 0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize(
     ("groups", "group_inputs", "group_outputs", "lanes", "stride"),
     [(32, 4, 4, 4, 1), (8, 4, 4, 4, 2), (8, 16, 16, 8, 2), (4, 8, 16, 8, 1), (6, 1, 8, 8, 1)],
