@@ -453,7 +453,7 @@ def _pixel_tile(
         # AVX-512: exact divisors give enough accumulators but, for an odd count of vectors,
         # one vector over many pixels (14 x 1 on a 14-wide row of 48 channels): a broadcast
         # per multiply-add. A ragged tile of more vectors (5 x 3) loads half as often. Kernels
-        # alone, interleaved, Intel Xeon (AVX-512): the zoo's 16 changed tiles 1.01-1.27x,
+        # alone, interleaved, Intel Xeon (AVX-512): the 22 tiles that change over 18 zoo CNNs 1.00-1.27x,
         # RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x, EfficientNet's 1.06x.
         uneven = best_tile([c for c in range(2, width) if -width % c <= RAGGED_WASTE * width and width % c])
         if uneven is not None and _loads_per_product(uneven[1]) * FEWER_LOADS <= _loads_per_product(exact[1]):
