@@ -415,7 +415,13 @@ RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduct
 
 
 def _pixel_tile(
-    height: int, width: int, vectors: int, lanes: int, ragged: bool = True, budget: int | None = None
+    height: int,
+    width: int,
+    vectors: int,
+    lanes: int,
+    ragged: bool = True,
+    budget: int | None = None,
+    grouped: bool = False,
 ) -> tuple[int, int, int]:
     """(rows, columns, vectors of output channels) of a channels-last tile: at least 4 pixels
     where the image allows (each weight vector is reused once per pixel: fewer pixels stream
@@ -423,10 +429,11 @@ def _pixel_tile(
     per multiply-add (one broadcast per pixel, one weight load per vector), then wider rows.
     Exact divisors, or (``ragged``) a ragged last column tile where those leave too few
     accumulators (AVX2) or make FEWER_LOADS times as many loads (AVX-512). ``budget``:
-    accumulators, when one is not a register of ``lanes``."""
+    accumulators, when one is not a register of ``lanes``. ``grouped``: each vector of a
+    pixel reads an input of its own (not one broadcast for all)."""
     budget = budget or ACCUMULATORS.get(lanes, 12)
 
-    def best_tile(column_choices) -> tuple | None:
+    def best_tile(column_choices, fewest_loads: bool = False) -> tuple | None:
         best = None
         for v in (d for d in range(1, vectors + 1) if vectors % d == 0):
             for columns in column_choices:
@@ -434,34 +441,44 @@ def _pixel_tile(
                     pixels = rows * columns
                     if pixels * v > budget or (rows > 1 and columns * 2 > width):
                         continue
-                    key = (min(pixels, MIN_PIXELS), pixels * v, -(pixels + v), columns)
+                    if fewest_loads and pixels * v < MIN_ACCUMULATORS:
+                        continue
+                    # at least 4 pixels, then the most accumulators, then the fewest loads
+                    key: tuple = (min(pixels, MIN_PIXELS), pixels * v, -(pixels + v), columns)
+                    if fewest_loads:  # the fewest loads before the most accumulators
+                        key = (key[0], -_loads_per_product((rows, columns, v)), *key[1:])
                     if best is None or key > best[0]:
                         best = (key, (rows, columns, v))
         return best
 
     exact = best_tile([d for d in range(1, width + 1) if width % d == 0])
+    # column counts whose ragged last tile wastes at most RAGGED_WASTE of the row
+    ragged_columns = [c for c in range(2, width) if -width % c <= RAGGED_WASTE * width and width % c]
     if ragged and lanes == 8 and (exact is None or exact[0][1] * 3 < budget * 2):
         # Too few accumulators from exact divisors (AVX2 on a 7 x 7 image: 7 pixels x 1
-        # vector): a ragged last column tile, which LoopPartition peels (likely_vector_tails),
-        # when it wastes at most RAGGED_WASTE of the row. ResNet-50's 7 x 7 layers, AVX2 set
-        # on AMD EPYC: 4 x 2 vectors against 7 x 1, 3.2 -> 2.4 ms and 2.75 -> 2.15 ms. (Measured
-        # on AVX2 only; AVX-512 and NEON tiles hold 14 accumulators over 7 pixels already.)
-        uneven = best_tile([c for c in range(2, width) if -width % c <= RAGGED_WASTE * width and width % c])
+        # vector): a ragged last column tile, which LoopPartition peels (likely_vector_tails).
+        # ResNet-50's 7 x 7 layers, AVX2 set on AMD EPYC: 4 x 2 vectors against 7 x 1, 3.2 ->
+        # 2.4 ms and 2.75 -> 2.15 ms. (AVX-512 and NEON tiles hold 14 accumulators over 7
+        # pixels already.)
+        uneven = best_tile(ragged_columns)
         if uneven is not None and (exact is None or uneven[0][1] > exact[0][1]):
             return uneven[1]
-    if ragged and lanes == 16 and exact is not None:
+    if ragged and lanes == 16 and not grouped and exact is not None:
         # AVX-512: exact divisors give enough accumulators but, for an odd count of vectors,
         # one vector over many pixels (14 x 1 on a 14-wide row of 48 channels): a broadcast
-        # per multiply-add. A ragged tile of more vectors (5 x 3) loads half as often. Kernels
-        # alone, interleaved, Intel Xeon (AVX-512): the 22 tiles that change over 18 zoo CNNs 1.00-1.27x,
-        # RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x, EfficientNet's 1.06x.
-        uneven = best_tile([c for c in range(2, width) if -width % c <= RAGGED_WASTE * width and width % c])
+        # per multiply-add. The ragged tile of the fewest loads (5 x 3) loads half as often.
+        # Kernels alone, interleaved, Intel Xeon: the 24 tiles that change over 18 zoo CNNs
+        # 1.00-1.27x (RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x). Not for grouped
+        # convs, whose vectors each broadcast an input of their own: RegNet-Y's 7 x 7 x 440
+        # (55 vectors of 8 lanes) 1 x 7 x 1 -> 1 x 2 x 5 ran 0.78-0.84x.
+        uneven = best_tile(ragged_columns, fewest_loads=True)
         if uneven is not None and _loads_per_product(uneven[1]) * FEWER_LOADS <= _loads_per_product(exact[1]):
             return uneven[1]
     return exact[1] if exact else (1, 1, 1)
 
 
 FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged AVX-512 tile must make
+MIN_ACCUMULATORS = 8  # of such a tile: two FMA units of 4 cycles' latency kept busy
 
 
 def _loads_per_product(tile: tuple[int, int, int]) -> float:
@@ -558,8 +575,9 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
         _extent(sch, x),
         channels // lanes,
         options.vector_lanes,
-        COLUMNS_BLOCK not in blocks and not shuffled,  # (the intrinsic's tiles are whole)
+        COLUMNS_BLOCK not in blocks,
         SHUFFLED_GROUP_ACCUMULATORS if shuffled else None,
+        grouped,
     )
     weights = _extent(sch, ry) * _extent(sch, rx) * _extent(sch, rc) * channels
     pixels = _extent(sch, y) * _extent(sch, x) * _extent(sch, rc)
