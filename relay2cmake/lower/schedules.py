@@ -412,6 +412,8 @@ STACK_BYTES = 1024  # TVM's kMaxStackAlloca: a tile must stay below it
 MIN_PIXELS = 4
 RAGGED_WASTE = 0.15  # of a row, computed past its end by a ragged last column tile
 RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
+FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged AVX-512 tile must make
+MIN_ACCUMULATORS = 8  # of such a tile: two FMA units of 4 cycles' latency kept busy
 
 
 def _pixel_tile(
@@ -475,10 +477,6 @@ def _pixel_tile(
         if uneven is not None and _loads_per_product(uneven[1]) * FEWER_LOADS <= _loads_per_product(exact[1]):
             return uneven[1]
     return exact[1] if exact else (1, 1, 1)
-
-
-FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged AVX-512 tile must make
-MIN_ACCUMULATORS = 8  # of such a tile: two FMA units of 4 cycles' latency kept busy
 
 
 def _loads_per_product(tile: tuple[int, int, int]) -> float:
