@@ -486,6 +486,23 @@ def _loads_per_product(tile: tuple[int, int, int]) -> float:
     return (rows * columns + vectors) / (rows * columns * vectors)
 
 
+def _ragged_tiles_stay_inside(sch, block) -> bool:
+    """Whether a ragged last column tile would store inside the output: yes without a column
+    cut; with one only where the cut drops padded columns of the image as well (SqueezeNet's
+    13 x 13 computed as 14 wide), whose predicate, inlined into the write-back, then bounds
+    the ragged tile too. A cut of padded channels alone replaces the ragged tile's predicate
+    instead of adding to it: the tile stored past the end of each row (heap corruption,
+    caught by the package's golden test; ShuffleNet's 14 x 14 x 232 forced ragged, glibc's
+    "corrupted double-linked list")."""
+    names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    cut = [b for b in sch.get_consumers(block) if sch.get(b).name_hint == COLUMNS_BLOCK]
+    if not cut:
+        return COLUMNS_BLOCK not in names
+    kept, computed = (sch.get(b).writes[0].source.shape for b in (cut[0], block))
+    widths = [d[2] for d in (kept, computed) if len(d) == 4 and hasattr(d[2], "value")]
+    return len(widths) == 2 and int(widths[0]) < int(widths[1])
+
+
 def _group_outputs(sch, block) -> int:
     """Output channels per group of a grouped convolution: the input channels its padded
     input has, divided by the ones each output channel reads (the ``rc`` extent), is the
@@ -564,16 +581,12 @@ def _schedule_conv2d_nhwc(sch, block, options: ScheduleOptions) -> None:
     lanes = _vector_width(_group_outputs(sch, block) if grouped else channels, options)
     if shuffled:
         lanes = group_shuffle.LANES
-    # Not with a column cut (padded output channels): inlined into the write-back, the cut's
-    # predicate replaces the ragged tile's instead of adding to it (the tile then stored past
-    # the end of each row: heap corruption, caught by the package's golden test).
-    blocks = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
     rows, columns, vectors = _pixel_tile(
         _extent(sch, y),
         _extent(sch, x),
         channels // lanes,
         options.vector_lanes,
-        COLUMNS_BLOCK not in blocks,
+        _ragged_tiles_stay_inside(sch, block),
         SHUFFLED_GROUP_ACCUMULATORS if shuffled else None,
         grouped,
     )

@@ -154,29 +154,36 @@ def test_stems_read_their_padding_in_place_with_few_products_a_value(window, cha
 
 
 @pytest.mark.parametrize("wide", [False, True])
-@pytest.mark.parametrize(("size", "channels"), [(14, 48), (13, 1008)])
-def test_odd_vector_counts_take_ragged_tiles_of_more_vectors_on_avx512(size, channels, wide):
+@pytest.mark.parametrize(
+    ("size", "channels", "computed", "ragged"),
+    [(14, 48, 48, True), (13, 1008, 1008, True), (14, 40, 48, False)],
+)
+def test_odd_vector_counts_take_ragged_tiles_of_more_vectors_on_avx512(
+    size, channels, computed, ragged, wide
+):
     """AVX-512: 3 or 63 vectors of output channels on a 14-wide row gave exact tiles of one
     vector over 14 pixels, a broadcast per multiply-add; a ragged tile of 5 pixels x 3
-    vectors loads half as often (its last tile a predicated 4). Not in grouped convs, whose
-    vectors each read an input of their own (RegNet-Y's 7 x 7 x 440 ran 0.78x ragged). NumPy's
-    numbers, AVX-512 and AVX2."""
+    vectors loads half as often (its last tile a predicated 4). Also where the conv computes
+    a 13-wide image 14 wide (the cut of those columns bounds the ragged tile's stores), not
+    where only padded channels are cut (that cut's predicate would replace the ragged tile's:
+    stores past each row), nor in grouped convs, whose vectors each read an input of their
+    own (RegNet-Y's 7 x 7 x 440 ran 0.78x ragged). NumPy's numbers, AVX-512 and AVX2."""
     from tvm import te
 
-    assert schedules._pixel_tile(size, 14, channels // 16, 16) == (1, 5, 3)
-    assert schedules._pixel_tile(size, 14, channels // 16, 16, grouped=True) == (1, 14, 1)
+    assert schedules._pixel_tile(size, 14, computed // 16, 16) == (1, 5, 3)
+    assert schedules._pixel_tile(size, 14, computed // 16, 16, grouped=True) == (1, 14, 1)
     rng = np.random.default_rng(channels)
-    image = rng.standard_normal((1, size, 14, 16)).astype(np.float32)
+    image = rng.standard_normal((1, size, size, 16)).astype(np.float32)
     hwio = rng.standard_normal((1, 1, 16, channels)).astype(np.float32)
-    packed = nhwc._packed(hwio, channels)
+    packed = nhwc._packed(hwio, computed)
     data = te.placeholder(image.shape, name="data")
     weight = te.placeholder(packed.shape, name="packed")
-    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0] * 4, [1, 1], False, channels)
+    out = nhwc._conv2d_nhwc(data, weight, [1, 1], [0] * 4, [1, 1], False, channels, computed)
     scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512 if wide else AVX2)
     assert scheduled is not None
-    if wide:
-        assert "T.likely" in scheduled.script()  # the ragged last column tile
-    result = call_kernel(scheduled, [image, packed, np.zeros((1, size, 14, channels), np.float32)])
+    if wide:  # columns in tiles of 5, the last one predicated
+        assert ("T.where(T.likely(x_0 * 5 + x_1 < 14))" in scheduled.script()) == ragged
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, size, size, channels), np.float32)])
     np.testing.assert_allclose(result, image @ hwio[0, 0], rtol=1e-4, atol=1e-4)
 
 
