@@ -469,7 +469,7 @@ def _pixel_tile(
         # AVX-512: exact divisors give enough accumulators but, for an odd count of vectors,
         # one vector over many pixels (14 x 1 on a 14-wide row of 48 channels): a broadcast
         # per multiply-add. The ragged tile of the fewest loads (5 x 3) loads half as often.
-        # Kernels alone, interleaved, Intel Xeon: the 24 tiles that change over 18 zoo CNNs
+        # Kernels alone, interleaved, Intel Xeon: the 28 tiles that change over 18 zoo CNNs
         # 1.00-1.27x (RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x). Not for grouped
         # convs, whose vectors each broadcast an input of their own: RegNet-Y's 7 x 7 x 440
         # (55 vectors of 8 lanes) 1 x 7 x 1 -> 1 x 2 x 5 ran 0.78-0.84x.
