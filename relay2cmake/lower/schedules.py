@@ -412,7 +412,7 @@ STACK_BYTES = 1024  # TVM's kMaxStackAlloca: a tile must stay below it
 MIN_PIXELS = 4
 RAGGED_WASTE = 0.15  # of a row, computed past its end by a ragged last column tile
 RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
-FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged AVX-512 tile must make
+FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged x86 tile must make
 MIN_ACCUMULATORS = 8  # of such a tile: two FMA units of 4 cycles' latency kept busy
 
 
@@ -430,7 +430,7 @@ def _pixel_tile(
     the weights from L2), then the most accumulators within budget, then the fewest loads
     per multiply-add (one broadcast per pixel, one weight load per vector), then wider rows.
     Exact divisors, or (``ragged``) a ragged last column tile where those leave too few
-    accumulators (AVX2) or make FEWER_LOADS times as many loads (AVX-512). ``budget``:
+    accumulators (AVX2) or make FEWER_LOADS times as many loads (AVX2, AVX-512). ``budget``:
     accumulators, when one is not a register of ``lanes``. ``grouped``: each vector of a
     pixel reads an input of its own (not one broadcast for all)."""
     budget = budget or ACCUMULATORS.get(lanes, 12)
@@ -465,14 +465,15 @@ def _pixel_tile(
         uneven = best_tile(ragged_columns)
         if uneven is not None and (exact is None or uneven[0][1] > exact[0][1]):
             return uneven[1]
-    if ragged and lanes == 16 and not grouped and exact is not None:
-        # AVX-512: exact divisors give enough accumulators but, for an odd count of vectors,
-        # one vector over many pixels (14 x 1 on a 14-wide row of 48 channels): a broadcast
-        # per multiply-add. The ragged tile of the fewest loads (5 x 3) loads half as often.
-        # Kernels alone, interleaved, Intel Xeon: the 28 tiles that change over 18 zoo CNNs
-        # 1.00-1.27x (RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x). Not for grouped
-        # convs, whose vectors each broadcast an input of their own: RegNet-Y's 7 x 7 x 440
-        # (55 vectors of 8 lanes) 1 x 7 x 1 -> 1 x 2 x 5 ran 0.78-0.84x.
+    if ragged and lanes in (8, 16) and not grouped and exact is not None:
+        # Exact divisors give enough accumulators but, for an odd count of vectors, one vector
+        # over many pixels (AVX-512, 14 x 1 on a 14-wide row of 48 channels): a broadcast per
+        # multiply-add. The ragged tile of the fewest loads (5 x 3) loads half as often.
+        # Kernels alone, interleaved, Intel Xeon: AVX-512, the 28 tiles that change over 18
+        # zoo CNNs 1.00-1.27x (RegNet-Y's 112 x 112 x 48 convs 1.25x and 1.27x); AVX2, the 3
+        # that change over 12 (SqueezeNet's 55 x 55 convs) 1.06-1.13x. Not for grouped convs,
+        # whose vectors each broadcast an input of their own: RegNet-Y's 7 x 7 x 440 (55
+        # vectors of 8 lanes, AVX-512) 1 x 7 x 1 -> 1 x 2 x 5 ran 0.78-0.84x.
         uneven = best_tile(ragged_columns, fewest_loads=True)
         if uneven is not None and _loads_per_product(uneven[1]) * FEWER_LOADS <= _loads_per_product(exact[1]):
             return uneven[1]

@@ -167,11 +167,13 @@ def test_odd_vector_counts_take_ragged_tiles_of_more_vectors_on_avx512(
     a 13-wide image 14 wide (the cut of those columns bounds the ragged tile's stores), not
     where only padded channels are cut (that cut's predicate would replace the ragged tile's:
     stores past each row), nor in grouped convs, whose vectors each read an input of their
-    own (RegNet-Y's 7 x 7 x 440 ran 0.78x ragged). NumPy's numbers, AVX-512 and AVX2."""
+    own (RegNet-Y's 7 x 7 x 440 ran 0.78x ragged). AVX2 likewise (SqueezeNet's 55 x 55 x 64).
+    NumPy's numbers, AVX-512 and AVX2."""
     from tvm import te
 
     assert schedules._pixel_tile(size, 14, computed // 16, 16) == (1, 5, 3)
     assert schedules._pixel_tile(size, 14, computed // 16, 16, grouped=True) == (1, 14, 1)
+    assert schedules._pixel_tile(55, 55, 8, 8) == (1, 6, 2)  # AVX2: 1 x 11 x 1 loaded twice as often
     rng = np.random.default_rng(channels)
     image = rng.standard_normal((1, size, size, 16)).astype(np.float32)
     hwio = rng.standard_normal((1, 1, 16, channels)).astype(np.float32)
