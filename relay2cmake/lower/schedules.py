@@ -495,10 +495,11 @@ def _ragged_tiles_stay_inside(sch, block) -> bool:
     instead of adding to it: the tile stored past the end of each row (heap corruption,
     caught by the package's golden test; ShuffleNet's 14 x 14 x 232 forced ragged, glibc's
     "corrupted double-linked list")."""
-    names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
     cut = [b for b in sch.get_consumers(block) if sch.get(b).name_hint == COLUMNS_BLOCK]
     if not cut:
-        return COLUMNS_BLOCK not in names
+        return COLUMNS_BLOCK not in {
+            sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))
+        }
     kept, computed = (sch.get(b).writes[0].source.shape for b in (cut[0], block))
     widths = [d[2] for d in (kept, computed) if len(d) == 4 and hasattr(d[2], "value")]
     return len(widths) == 2 and int(widths[0]) < int(widths[1])
@@ -510,9 +511,13 @@ def _group_outputs(sch, block) -> int:
     number of groups."""
     *_, f, _, _, rc = sch.get_loops(block)
     channels, group_inputs = _extent(sch, f), _extent(sch, rc)
-    image = next(r.source for r in sch.get(block).reads if r.source.name == "pad_temp")
-    groups = int(image.shape[3]) // group_inputs
+    groups = int(_padded_image(sch, block).shape[3]) // group_inputs
     return channels // groups
+
+
+def _padded_image(sch, block):
+    """The padded copy of the image a convolution block reads (``pad_temp``), or None."""
+    return next((r.source for r in sch.get(block).reads if r.source.name == "pad_temp"), None)
 
 
 # A tile of the shuffled grouped convolution (``group_shuffle``): with more, the shuffled
@@ -558,7 +563,7 @@ def _stem_padding(sch, block) -> bool:
     value (``INLINED_STEM_PADDING``): every output pixel's channels times the window, over
     the padded pixels."""
     _, y, x, f, ry, rx, rc = sch.get_loops(block)
-    padded = next((r.source for r in sch.get(block).reads if r.source.name == "pad_temp"), None)
+    padded = _padded_image(sch, block)
     if padded is None or _extent(sch, rc) >= RC_UNROLL:
         return False
     products = _extent(sch, y) * _extent(sch, x) * _extent(sch, f) * _extent(sch, ry) * _extent(sch, rx)
