@@ -309,7 +309,7 @@ def _conform(imported: ImportedModel, outputs) -> list[np.ndarray]:
     return result
 
 
-def _run_quietly(run: Callable, inputs) -> list:
+def _run_quietly(run: Callable, inputs, collect: bool = True) -> list:
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
@@ -317,7 +317,8 @@ def _run_quietly(run: Callable, inputs) -> list:
     finally:
         # A runner's model (onnx's reference evaluator holds it in reference cycles) is as
         # large as the weights: freed now, not at some later collection.
-        gc.collect()
+        if collect:
+            gc.collect()
 
 
 def reference_paths(imported: ImportedModel) -> list[Reference]:
@@ -357,6 +358,10 @@ def compute(
 
 FITTING_DRAWS = 32  # seeds tried for inputs whose values set an output's shape
 FITTING_SECONDS = 10.0  # and the time they may take
+# Draws between collections of the runners' garbage: a collection takes about 25 ms with TVM
+# loaded, which was most of the probing (a model no draw fits, probed by two runners for each
+# of 32 draws and 3 kinds of input: 5.0 of 7.1 s); at most this many models' copies wait.
+FITTING_COLLECT_EVERY = 4
 
 
 def _fitting_inputs(
@@ -378,10 +383,14 @@ def _fitting_inputs(
         inputs = first if draw == 0 else make_inputs(imported, SEED + draw, high, floats)
         for path in probes:
             try:
-                _conform(imported, _run_quietly(path.run, inputs))
+                _conform(imported, _run_quietly(path.run, inputs, collect=False))
             except Exception:
                 continue  # this path fails on this draw, or its shapes are not the package's
+            gc.collect()
             return inputs
+        if draw % FITTING_COLLECT_EVERY == FITTING_COLLECT_EVERY - 1:
+            gc.collect()
+    gc.collect()
     return first
 
 
