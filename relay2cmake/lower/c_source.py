@@ -18,12 +18,14 @@ _ALLOC = re.compile(r"TVMBackendAllocWorkspace\(\d+, \w+, \(uint64_t\)(\d+)ULL, 
 _TVM_INCLUDE = re.compile(r'^#include "tvm/[^"]+"\n', re.M)
 _INF = re.compile(r"(?<![\w.])inff?(?![\w.(])")
 _NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
-# TVM's bfloat16/float8 lowering reinterprets bits through pointer casts, `*(float *)(&(x))`,
-# which breaks strict aliasing and is not C when x is a literal.
 # TIR shifts narrow integers within their own width; C promotes them to int first, so the
 # bits shifted out on the left would survive. Casting the result back restores TIR's meaning.
 _NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\d+)\)")
-_PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)")
+# TVM's reinterpretations (bfloat16/float8 lowering, fast_exp's bits) are pointer casts,
+# `(*(float *)(&(x)))` in an expression or `= *(int32_t *)(&(x));` binding a variable, which
+# break strict aliasing (arm-none-eabi-gcc -Os: -Wstrict-aliasing) and are not C when x is a
+# literal.
+_PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)|(?<== )\*\((\w+) \*\)\(&\(([^()]+)\)\)(?=;)")
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 # A float constant ``exact_constants`` set aside, and TVM's declaration of it as a function.
 _EXACT = "r2c_exact_constant"
@@ -122,7 +124,7 @@ def adapt(source: str, abi_header: str) -> str:
     loaded: set[str] = set()
 
     def unpun(match: re.Match) -> str:
-        ctype, operand = match.group(1), match.group(2)
+        ctype, operand = match.group(1) or match.group(3), match.group(2) or match.group(4)
         if _LITERAL.match(operand.strip()):  # bfloat16 code takes the bits of float literals
             if ctype != "uint32_t":
                 raise ModelError(f"TVM's C output reinterprets a literal as {ctype}; not supported yet.")

@@ -894,3 +894,22 @@ def test_a_fused_chain_of_requantizations_builds_in_both_kernel_sets(tmp_path):
         [sys.executable, script], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0 and "built" in result.stdout, result.stderr[-3000:]
+
+
+def test_reinterpretations_in_c_kernels_become_memcpy_loads():
+    """TVM prints a reinterpretation as a pointer cast, in an expression or binding a variable
+    (fast_exp's bits of a float: arm-none-eabi-gcc -Os -Werror stopped at -Wstrict-aliasing);
+    both forms become loads through memcpy."""
+    from relay2cmake.lower import c_source
+
+    source = (
+        '#include "tvm/runtime/base.h"\n'
+        "void k(float v) {\n"
+        "  int32_t bits = *(int32_t *)(&(v));\n"
+        "  float back = (*(float *)(&(bits))) - 1.0f;\n"
+        "}\n"
+    )
+    adapted = c_source.adapt(source, "abi.h")
+    assert "int32_t bits = r2c_load_int32_t(&(v));" in adapted
+    assert "float back = r2c_load_float(&(bits)) - 1.0f;" in adapted
+    assert " *)(&(" not in adapted
