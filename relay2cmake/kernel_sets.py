@@ -39,12 +39,12 @@ class ObjectSet:
     # Kernels LLVM could not build at all for this set: compiled from C beside the object
     # (``c_source``, TVM's C for just those kernels, same symbols).
     in_c: tuple[str, ...] = ()
-    c_source: str = ""  # self-contained (kernel_source.adapt), without the file banner
+    c_source: str = ""  # self-contained (c_source.adapt), without the file banner
 
 
 @dataclass(frozen=True)
 class KernelCode:
-    c_source: str  # the portable C kernels, self-contained (kernel_source.adapt), without the banner
+    c_source: str  # the portable C kernels, self-contained (c_source.adapt), without the banner
     objects: dict[str, ObjectSet] = field(default_factory=dict)  # architecture → its kernel object
     skipped: dict[str, str] = field(default_factory=dict)  # target label → why it has no objects
     tvm_version: str = ""  # the TVM that generated them
