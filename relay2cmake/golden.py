@@ -377,21 +377,22 @@ def _fitting_inputs(
     first = make_inputs(imported, integer_high=high, floats=floats)
     probes = [p for p in paths if p.name != TVM_VM]
     start = time.perf_counter()
-    for draw in range(FITTING_DRAWS):
-        if draw and time.perf_counter() - start > FITTING_SECONDS:
-            break
-        inputs = first if draw == 0 else make_inputs(imported, SEED + draw, high, floats)
-        for path in probes:
-            try:
-                _conform(imported, _run_quietly(path.run, inputs, collect=False))
-            except Exception:
-                continue  # this path fails on this draw, or its shapes are not the package's
-            gc.collect()
-            return inputs
-        if draw % FITTING_COLLECT_EVERY == FITTING_COLLECT_EVERY - 1:
-            gc.collect()
-    gc.collect()
-    return first
+    try:
+        for draw in range(FITTING_DRAWS):
+            if draw and time.perf_counter() - start > FITTING_SECONDS:
+                break
+            inputs = first if draw == 0 else make_inputs(imported, SEED + draw, high, floats)
+            for path in probes:
+                try:
+                    _conform(imported, _run_quietly(path.run, inputs, collect=False))
+                except Exception:
+                    continue  # this path fails on this draw, or its shapes are not the package's
+                return inputs
+            if draw % FITTING_COLLECT_EVERY == FITTING_COLLECT_EVERY - 1:
+                gc.collect()
+        return first
+    finally:
+        gc.collect()
 
 
 def _input_attempts(imported: ImportedModel) -> list[tuple[int, str]]:

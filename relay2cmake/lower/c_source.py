@@ -22,10 +22,10 @@ _NAN = re.compile(r"(?<![\w.])nanf?(?![\w.(])")
 # bits shifted out on the left would survive. Casting the result back restores TIR's meaning.
 _NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\d+)\)")
 # TVM's reinterpretations (bfloat16/float8 lowering, fast_exp's bits) are pointer casts,
-# `(*(float *)(&(x)))` in an expression or `= *(int32_t *)(&(x));` binding a variable, which
+# `(*(float *)(&(x)))` in an expression, `= *(int32_t *)(&(x));` binding a variable, which
 # break strict aliasing (arm-none-eabi-gcc -Os: -Wstrict-aliasing) and are not C when x is a
-# literal.
-_PUN = re.compile(r"\(\*\((\w+) \*\)\(&\(([^()]+)\)\)\)|(?<== )\*\((\w+) \*\)\(&\(([^()]+)\)\)(?=;)")
+# literal. Each cast is matched whatever surrounds it (with its parentheses, if it has them).
+_PUN = re.compile(r"(\()?\*\((\w+) \*\)\(&\(([^()]+)\)\)(?(1)\))")
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 # A float constant ``exact_constants`` set aside, and TVM's declaration of it as a function.
 _EXACT = "r2c_exact_constant"
@@ -124,7 +124,7 @@ def adapt(source: str, abi_header: str) -> str:
     loaded: set[str] = set()
 
     def unpun(match: re.Match) -> str:
-        ctype, operand = match.group(1) or match.group(3), match.group(2) or match.group(4)
+        ctype, operand = match.group(2), match.group(3)
         if _LITERAL.match(operand.strip()):  # bfloat16 code takes the bits of float literals
             if ctype != "uint32_t":
                 raise ModelError(f"TVM's C output reinterprets a literal as {ctype}; not supported yet.")
