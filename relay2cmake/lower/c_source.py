@@ -26,6 +26,7 @@ _NARROW_SHIFT = re.compile(r"\((\w+(?:\[\w+\])?) << \(((?:u?int8|u?int16)_t)\)(\
 # break strict aliasing (arm-none-eabi-gcc -Os: -Wstrict-aliasing) and are not C when x is a
 # literal. Each cast is matched whatever surrounds it (with its parentheses, if it has them).
 _PUN = re.compile(r"(\()?\*\((\w+) \*\)\(&\(([^()]+)\)\)(?(1)\))")
+_ANY_PUN = re.compile(r"\*\(\w+ \*\)\(&\(")  # what _PUN leaves, if anything: an operand it cannot read
 _LITERAL = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*[fF]?$")
 # A float constant ``exact_constants`` set aside, and TVM's declaration of it as a function.
 _EXACT = "r2c_exact_constant"
@@ -133,6 +134,8 @@ def adapt(source: str, abi_header: str) -> str:
         return f"r2c_load_{ctype}(&({operand}))"
 
     body, puns = _PUN.subn(unpun, body)
+    if _ANY_PUN.search(body):  # the operand is not a name or a literal: never ship the raw pun
+        raise ModelError("TVM's C output reinterprets a value in an unexpected form; cannot adapt it.")
     first_include = _TVM_INCLUDE.search(body)
     if first_include is None:
         raise ModelError("TVM's C output has an unexpected layout (no runtime includes); cannot adapt it.")
