@@ -197,6 +197,45 @@ def test_constant_folding_repeats_until_shapes_settle(monkeypatch):
     assert once_pads not in {i.name for i in once.graph.initializer}, "one round is not enough here"
 
 
+def test_constant_folding_settles_a_chain_of_window_paddings():
+    """Swin v2-T: each block pads its windows from the shape of the block before, so a round
+    folds one block's pads; its twelve blocks need more rounds than the eight there were
+    (six pads stayed computed and TVM's importer refused them)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.frontends import onnx_fold
+
+    def const(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    blocks, nodes, initializers = 12, [], [const("big", [100, 100, 100]), const("last", [2])]
+    initializers.append(const("zeros5", [0] * 5))
+    for i in range(blocks):
+        x, y = f"y{i}", f"y{i + 1}"
+        initializers.append(const(f"target{i}", [6 + i]))
+        nodes += [
+            helper.make_node("Shape", [x], [f"sx{i}"]),
+            helper.make_node("Mod", [f"sx{i}", "big"], [f"mx{i}"]),  # opaque to data propagation
+            helper.make_node("Reshape", [x, f"mx{i}"], [f"r{i}"]),
+            helper.make_node("Shape", [f"r{i}"], [f"sr{i}"]),
+            helper.make_node("Gather", [f"sr{i}", "last"], [f"n{i}"], axis=0),
+            helper.make_node("Sub", [f"target{i}", f"n{i}"], [f"need{i}"]),  # one more each block
+            helper.make_node("Concat", ["zeros5", f"need{i}"], [f"pads{i}"], axis=0),
+            helper.make_node("Pad", [f"r{i}", f"pads{i}"], [y]),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("y0", TensorProto.FLOAT, [1, 2, 5])],
+        [helper.make_tensor_value_info(f"y{blocks}", TensorProto.FLOAT, None)],
+        initializers,
+    )
+    folded = onnx_fold.fold_constants(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    pads = [n.input[1] for n in folded.graph.node if n.op_type == "Pad"]
+    constants = {i.name for i in folded.graph.initializer}
+    assert len(pads) == blocks and all(p in constants for p in pads), "every block's pads folded"
+
+
 def test_plan_and_emit_stages_do_not_import_tvm():
     """Stages after lowering work on plain data: importing them must not load TVM (a
     frontend's or the lowering's names live in neutral modules such as builtins.py)."""
