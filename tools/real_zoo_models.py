@@ -469,6 +469,34 @@ def _whisper_encoder(rng):
     return Plain(), {"input_features": rng.standard_normal((1, 80, 200)).astype(np.float32)}
 
 
+def _wav2vec2(rng):
+    """A Wav2Vec2 encoder (random weights, 2 small layers) on one second of 16 kHz audio: a
+    strided conv1d feature extractor with a group norm, a grouped positional conv1d, GELU."""
+    import torch
+    import transformers
+
+    cfg = transformers.Wav2Vec2Config(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        conv_dim=(64, 64, 64, 64, 64, 64, 64),
+        num_conv_pos_embeddings=32,
+        num_conv_pos_embedding_groups=4,
+    )
+    model = transformers.Wav2Vec2Model(cfg)
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_values):
+            return self.model(input_values, return_dict=False)[0]
+
+    return Plain(), {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}
+
+
 def _unet(rng):
     """The standard U-Net (Ronneberger et al.): two 3x3 conv-BN-ReLU per level, max-pool down,
     2x2 transposed conv up, skip concatenation; 16 base channels, 4 levels."""
@@ -717,6 +745,34 @@ MODELS: dict[str, ModelSpec] = {
             ),
             ("last_hidden_state", "pooler_output"),
         ),
+        # Added in session 21, first run at the commit that added them: fused MBConv, MaxViT's
+        # block and grid attention with relative position bias, Swin v2's cosine attention and
+        # continuous position bias, EfficientFormer's meta-blocks, DeBERTa's disentangled
+        # attention (relative-position gathers), Wav2Vec2's audio front end.
+        _spec("efficientnet_v2_s", "torchvision", _torchvision("efficientnet_v2_s")),
+        _spec("maxvit_t", "torchvision", _torchvision("maxvit_t")),
+        _spec("swin_v2_t", "torchvision", _torchvision("swin_v2_t")),
+        _spec("efficientformer_l1", "timm", _timm("efficientformer_l1")),
+        _spec(
+            "deberta_v2",
+            "transformers",
+            _hf_text(
+                "DebertaV2Config",
+                "DebertaV2Model",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=512,
+                max_position_embeddings=SEQ,
+                relative_attention=True,
+                position_buckets=64,
+                pos_att_type=["p2c", "c2p"],
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec("wav2vec2", "transformers", _wav2vec2, ("last_hidden_state",)),
         _spec(
             "mobilebert",
             "transformers",
@@ -779,6 +835,12 @@ ENTRIES: list[Entry] = [
     *_entries("llama", "dynamo", "pt2"),  # the TorchScript exporter refuses SDPA with GQA
     *_entries("albert", "onnx17"),
     *_entries("mobilebert", "onnx17"),
+    *_entries("efficientnet_v2_s", "onnx17"),
+    *_entries("maxvit_t", "onnx17"),
+    *_entries("swin_v2_t", "onnx17"),
+    *_entries("efficientformer_l1", "onnx17"),
+    *_entries("deberta_v2", "onnx17"),
+    *_entries("wav2vec2", "onnx17"),
 ]
 
 
