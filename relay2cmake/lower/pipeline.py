@@ -25,6 +25,7 @@ from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transpo
 from relay2cmake.lower.rewrites.control_flow import if_to_select
 from relay2cmake.lower.rewrites.conv1d_as_2d import conv1d_as_conv2d
 from relay2cmake.lower.rewrites.conv2d_nhwc import UINT8_BLOCK, convolutions_channels_last
+from relay2cmake.lower.rewrites.conv3d_as_2d import conv3d_as_conv2d
 from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
@@ -429,7 +430,8 @@ def relax_rewrites(
     float64 accumulation of long sums (numerics as ONNX Runtime), control flow to select
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; inference batch norms as a multiply-add (fusable into the convolution before
-    them), 1-D convolutions as 2-D ones of height 1, transposed convolutions whose kernel is
+    them), 1-D convolutions as 2-D ones of height 1, 3-D ones as 2-D ones over every output
+    frame, transposed convolutions whose kernel is
     their stride as matmuls, 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable, constants folded before
@@ -445,6 +447,7 @@ def relax_rewrites(
         Rewrite("float16-mod", widen_float16_mod, optional=False),
         Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
+        Rewrite("conv3d-as-2d", conv3d_as_conv2d),
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes, wide)),
         Rewrite("constant-transposes", fold_constant_transposes),

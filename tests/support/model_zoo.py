@@ -534,7 +534,10 @@ def awkward_family() -> onnx.ModelProto:
     And an LRN across the 32 channels of the hard-swish's output (channels last: a window
     along the innermost axis, vectors shifted by -2..2 channels, the edges padded). And the
     maximum and its index over y's rows of 37 (partial results in vectors, the last one
-    predicated; the index's values compared in float64)."""
+    predicated; the index's values compared in float64). And x read as a volume [1, 13, 4, 4, 4]
+    through 3-D convolutions (run as 2-D ones over every output frame, the kernel's depth taps
+    stacked as channels): 3 x 3 x 3 with stride and dilation 2 in depth, then relu, then a
+    grouped one (two groups) with a 2 x 1 x 3 kernel and uneven padding."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -569,6 +572,17 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("LRN", ["pr"], ["normalized"], size=5, alpha=0.002, beta=0.75, bias=1.5),
         helper.make_node("ReduceMax", ["y"], ["best"], axes=[-1], keepdims=0),
         helper.make_node("ArgMax", ["y"], ["best_index"], axis=-1, keepdims=0),
+        helper.make_node("Reshape", ["x", "volume_shape"], ["volume"]),
+        helper.make_node(
+            "Conv",
+            ["volume", "wv1", "bv1"],
+            ["v1"],
+            strides=[2, 1, 1],
+            dilations=[2, 1, 1],
+            pads=[2, 1, 1, 2, 1, 1],
+        ),
+        helper.make_node("Relu", ["v1"], ["v1r"]),
+        helper.make_node("Conv", ["v1r", "wv2"], ["v2"], group=2, pads=[1, 0, 0, 0, 0, 2]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -586,6 +600,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("normalized", [1, 32, 1, 13]),
             _float_info("best", [1, 13]),
             helper.make_tensor_value_info("best_index", TensorProto.INT64, [1, 13]),
+            _float_info("v2", [1, 8, 2, 4, 4]),
         ],
         initializer=[
             _const("w1", w1),
@@ -603,6 +618,10 @@ def awkward_family() -> onnx.ModelProto:
             _const("six", np.array(6.0, np.float32)),
             _const("row_scale", rng.standard_normal((5003, 1)).astype(np.float32)),
             _const("planes_shape", np.array([1, 13, 8, 8], np.int64)),
+            _const("volume_shape", np.array([1, 13, 4, 4, 4], np.int64)),
+            _const("wv1", (rng.standard_normal((8, 13, 3, 3, 3)) / 10).astype(np.float32)),
+            _const("bv1", (0.1 * rng.standard_normal(8)).astype(np.float32)),
+            _const("wv2", (rng.standard_normal((8, 4, 2, 1, 3)) / 5).astype(np.float32)),
         ],
     )
     return _model(graph)

@@ -1660,3 +1660,43 @@ def test_a_whole_tensor_reduction_is_vectorized_and_exact(reduce, nan):
     got = call_kernel(scheduled, [x, np.zeros((), np.float32)])
     want = getattr(np, reduce)(x)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape, outputs, groups, kernel, strides, padding, dilation",
+    [
+        # depth taps stacked: stride and dilation in depth, uneven padding, two groups
+        ((1, 4, 9, 7, 6), 6, 2, (3, 2, 3), (2, 1, 2), (2, 0, 1, 1, 1, 0), (2, 1, 1)),
+        # a kernel of depth 1 (frames moved into the batch), two samples, strided image
+        ((2, 3, 5, 6, 6), 4, 1, (1, 3, 3), (1, 2, 2), (0, 1, 1, 0, 1, 1), (1, 1, 1)),
+        # depthwise over time only (X3D's temporal convs), padded in depth
+        ((1, 6, 4, 5, 5), 6, 6, (3, 1, 1), (1, 1, 1), (1, 0, 0, 1, 0, 0), (1, 1, 1)),
+    ],
+)
+def test_conv3d_as_2d_computes_tvms_conv3d(shape, outputs, groups, kernel, strides, padding, dilation):
+    """A 3-D convolution rewritten as one 2-D convolution over every output frame (the depth
+    taps stacked as channels) gives TVM's own conv3d, and none is left."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.conv3d_as_2d import conv3d_as_conv2d
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype("float32")
+    weight = rng.standard_normal((outputs, shape[1] // groups, *kernel)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv3d(data, relax.const(weight), strides, padding, dilation, groups=groups)
+            out = bb.emit_output(bb.emit(conv))
+        bb.emit_func_output(out)
+    original = bb.get()
+    rewritten = conv3d_as_conv2d(original)
+    assert "conv3d" not in rewritten.script() and "conv2d" in rewritten.script()
+    results = []
+    for module in (original, rewritten):
+        executable = tvm.compile(module, target="llvm")
+        results.append(relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy())
+    assert results[0].shape == results[1].shape
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
