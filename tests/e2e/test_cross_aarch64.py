@@ -1,7 +1,7 @@
 """An AArch64 object set: the package cross-builds with Debian's aarch64 gcc and the shipped
 CMake toolchain file (sample_apps/cross), and its golden test and cli (2 threads) pass under
 qemu: the convolution schedules (conv_family) and the predicated matmul tiles and vectorized
-math and the 1-D convolutions (awkward_family)."""
+math and the 1-D and 3-D convolutions (awkward_family)."""
 
 from __future__ import annotations
 
