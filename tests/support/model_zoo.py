@@ -537,7 +537,9 @@ def awkward_family() -> onnx.ModelProto:
     predicated; the index's values compared in float64). And x read as a volume [1, 13, 4, 4, 4]
     through 3-D convolutions (run as 2-D ones over every output frame, the kernel's depth taps
     stacked as channels): 3 x 3 x 3 with stride and dilation 2 in depth, then relu, then a
-    grouped one (two groups) with a 2 x 1 x 3 kernel and uneven padding."""
+    grouped one (two groups) with a 2 x 1 x 3 kernel and uneven padding. And the hard-swish's
+    output upsampled bilinearly 3 x 4 (computed channels-last, returned channels-first: a
+    stage in channel vectors, then a tiled transpose)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -583,6 +585,13 @@ def awkward_family() -> onnx.ModelProto:
         ),
         helper.make_node("Relu", ["v1"], ["v1r"]),
         helper.make_node("Conv", ["v1r", "wv2"], ["v2"], group=2, pads=[1, 0, 0, 0, 0, 2]),
+        helper.make_node(
+            "Resize",
+            ["pr", "", "upsampling"],
+            ["upsampled"],
+            mode="linear",
+            coordinate_transformation_mode="half_pixel",
+        ),
     ]
     graph = helper.make_graph(
         nodes,
@@ -601,6 +610,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("best", [1, 13]),
             helper.make_tensor_value_info("best_index", TensorProto.INT64, [1, 13]),
             _float_info("v2", [1, 8, 2, 4, 4]),
+            _float_info("upsampled", [1, 32, 3, 52]),
         ],
         initializer=[
             _const("w1", w1),
@@ -622,6 +632,7 @@ def awkward_family() -> onnx.ModelProto:
             _const("wv1", (rng.standard_normal((8, 13, 3, 3, 3)) / 10).astype(np.float32)),
             _const("bv1", (0.1 * rng.standard_normal(8)).astype(np.float32)),
             _const("wv2", (rng.standard_normal((8, 4, 2, 1, 3)) / 5).astype(np.float32)),
+            _const("upsampling", np.array([1, 1, 3, 4], np.float32)),
         ],
     )
     return _model(graph)

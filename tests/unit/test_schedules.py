@@ -1700,3 +1700,33 @@ def test_conv3d_as_2d_computes_tvms_conv3d(shape, outputs, groups, kernel, strid
         results.append(relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy())
     assert results[0].shape == results[1].shape
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [21, 32])
+def test_a_channels_last_resize_then_transpose_runs_in_channel_vectors(channels):
+    """A bilinear resize left channels-last, then transposed to the model's channels-first
+    output (LR-ASPP's last upsample): the resize is a stage of its own in vectors along the
+    channels (the last one predicated where 16 does not divide them), not inlined into the
+    transpose, whose vectors gathered 16 pixels one scalar load at a time (5.2x slower), and
+    it computes TVM's resize."""
+    import tvm
+    from tvm import te, topi
+
+    data = te.placeholder((1, 7, 6, channels), "float32", name="x")
+    resized = topi.image.resize2d(
+        data, [0.0] * 4, (28, 24), layout="NHWC", method="linear", coordinate_transformation_mode="half_pixel"
+    )
+    func = te.create_prim_func([data, topi.transpose(resized, [0, 3, 1, 2])])
+    options = ScheduleOptions(vector_lanes=16, vectorize=True, parallel=False)
+    assert schedules._schedule_transpose(func, options) is None  # not the elementwise transposes' path
+    scheduled = schedule_function(func, options)
+    assert scheduled is not None
+    assert 'T.sblock("resize")' in scheduled.script(), "the resize was inlined into the transpose"
+    resize_loops = scheduled.script().split('T.sblock("resize")')[0].rsplit("for ", 2)[-1]
+    assert re.search(r"T\.vectorized\((T\.int64\()?16\b", resize_loops), scheduled.script()
+    x = np.random.default_rng(5).standard_normal((1, 7, 6, channels)).astype("float32")
+    got = call_kernel(scheduled, [x, np.zeros((1, channels, 28, 24), "float32")])
+    reference = tvm.tirx.build(tvm.IRModule({"main": func}), target="llvm")
+    want = tvm.runtime.tensor(np.zeros((1, channels, 28, 24), "float32"))
+    reference["main"](tvm.runtime.tensor(x), want)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
