@@ -157,8 +157,10 @@ def _torchvision(name: str, shape=IMAGE, calibrate: bool = False, **kwargs):
     def build(rng):
         import torch
 
-        models = import_torchvision().models
-        module = getattr(models, name)(weights=None, **kwargs)
+        module = import_torchvision().models
+        for part in name.split("."):  # segmentation.*, video.*
+            module = getattr(module, part)
+        module = module(weights=None, **kwargs)
         randomize_batchnorm(module, rng)
         inputs = _image(rng, shape)
         if calibrate:
@@ -497,6 +499,29 @@ def _wav2vec2(rng):
     return Plain(), {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}
 
 
+def _segformer(rng):
+    """A SegFormer (random weights, one block a stage): overlapping patch embeddings, attention
+    over spatially reduced keys, Mix-FFN's depthwise conv, an all-MLP decoder that upsamples
+    every stage to a quarter of the image."""
+    import torch
+    import transformers
+
+    cfg = transformers.SegformerConfig(
+        depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 80, 128], decoder_hidden_size=64, num_labels=5
+    )
+    model = transformers.SegformerForSemanticSegmentation(cfg)
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, pixel_values):
+            return self.model(pixel_values, return_dict=False)[0]
+
+    return Plain(), {"pixel_values": _image(rng)["input"]}
+
+
 def _unet(rng):
     """The standard U-Net (Ronneberger et al.): two 3x3 conv-BN-ReLU per level, max-pool down,
     2x2 transposed conv up, skip concatenation; 16 base channels, 4 levels."""
@@ -773,6 +798,21 @@ MODELS: dict[str, ModelSpec] = {
             ("last_hidden_state",),
         ),
         _spec("wav2vec2", "transformers", _wav2vec2, ("last_hidden_state",)),
+        # Second batch: LR-ASPP's segmentation head (bilinear Resize, sigmoid gating), a 3D
+        # ResNet (Conv3d) on 8 frames, EfficientViT's ReLU linear attention, XCiT's
+        # cross-covariance attention, NFNet's weight standardization, EdgeNeXt's transposed
+        # attention, SegFormer.
+        _spec(
+            "lraspp_mobilenet_v3",
+            "torchvision",
+            _torchvision("segmentation.lraspp_mobilenet_v3_large", weights_backbone=None),
+        ),
+        _spec("r3d_18", "torchvision", _torchvision("video.r3d_18", (1, 3, 8, 112, 112))),
+        _spec("efficientvit_b0", "timm", _timm("efficientvit_b0")),
+        _spec("xcit_nano", "timm", _timm("xcit_nano_12_p16_224")),
+        _spec("nfnet_l0", "timm", _timm("nfnet_l0")),
+        _spec("edgenext_xx_small", "timm", _timm("edgenext_xx_small")),
+        _spec("segformer", "transformers", _segformer, ("logits",)),
         _spec(
             "mobilebert",
             "transformers",
@@ -841,6 +881,13 @@ ENTRIES: list[Entry] = [
     *_entries("efficientformer_l1", "onnx17"),
     *_entries("deberta_v2", "onnx17"),
     *_entries("wav2vec2", "onnx17"),
+    *_entries("lraspp_mobilenet_v3", "onnx17"),
+    *_entries("r3d_18", "onnx17"),
+    *_entries("efficientvit_b0", "onnx17"),
+    *_entries("xcit_nano", "onnx17"),
+    *_entries("nfnet_l0", "onnx17"),
+    *_entries("edgenext_xx_small", "onnx17"),
+    *_entries("segformer", "onnx17"),
 ]
 
 
