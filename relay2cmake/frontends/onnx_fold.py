@@ -28,7 +28,8 @@ from relay2cmake.frontends.onnx_weights import initializer_bytes, initializer_va
 NOT_FOLDED = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
     # onnx's reference evaluator runs an inference BatchNormalization in training mode
-    # (golden.py); TVM computes it right, so it is never folded here.
+    # (golden.py); TVM computes it right, so it is never folded by the evaluator (a training
+    # one on constants is folded by _training_batch_norm).
     | {"BatchNormalization"}
 )
 MAX_FOLDED_BYTES = 1 << 20
@@ -129,6 +130,25 @@ def _small_result(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> b
     return True
 
 
+def _no_larger_than_inputs(node: onnx.NodeProto, shapes: dict, known: dict, initializers: dict) -> bool:
+    """Whether shape inference knows ``node``'s outputs and none has more elements than its
+    largest input (an operator that can expand, folded only where it does not)."""
+    if node.op_type not in EXPANDING:
+        return True
+    if not all(name in shapes for name in node.output if name):
+        return False
+
+    def elements(name: str) -> int:
+        if name in known:
+            return int(known[name].size)
+        if name in initializers:
+            return int(np.prod(initializers[name].dims, dtype=np.float64))
+        return 0
+
+    largest = max((elements(name) for name in node.input if name), default=0)
+    return all(int(np.prod(shapes[name], dtype=np.float64)) <= largest for name in node.output if name)
+
+
 def _has_subgraph(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
@@ -159,6 +179,36 @@ def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opsets) -> 
         return None
 
 
+def _training_batch_norm(node: onnx.NodeProto, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """A BatchNormalization in training mode on constants (NFNet's and BiT's weight
+    standardization): each channel (axis 1) standardized by its own mean and population
+    variance, then scaled and shifted; the running statistics as ONNX defines them (input
+    times momentum plus the current one times 1 - momentum). Computed here in float64:
+    onnx's reference evaluator is not trusted with BatchNormalization (golden.py). None for
+    inference mode (TVM computes it)."""
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if not attributes.get("training_mode") or len(inputs) != 5:
+        return None
+    x, scale, bias, running_mean, running_var = (np.asarray(v) for v in inputs)
+    if x.dtype not in (np.float32, np.float64) or x.ndim < 2:
+        return None
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    wide = x.astype(np.float64)
+    mean = wide.mean(axis=axes, keepdims=True)
+    variance = ((wide - mean) ** 2).mean(axis=axes, keepdims=True)
+    channels = (1, -1) + (1,) * (x.ndim - 2)
+    epsilon = float(attributes.get("epsilon", 1e-5))
+    momentum = float(attributes.get("momentum", 0.9))
+    normalized = (wide - mean) / np.sqrt(variance + epsilon)
+    y = normalized * scale.astype(np.float64).reshape(channels) + bias.astype(np.float64).reshape(channels)
+    mean, variance = mean.reshape(-1), variance.reshape(-1)
+    return [
+        y.astype(x.dtype),
+        (running_mean * momentum + mean * (1 - momentum)).astype(running_mean.dtype),
+        (running_var * momentum + variance * (1 - momentum)).astype(running_var.dtype),
+    ][: len(node.output)]
+
+
 def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
     start, end = 0, len(shape)
     for attribute in node.attribute:
@@ -180,15 +230,26 @@ FOLD_ROUNDS = 64
 
 def fold_constants(model: onnx.ModelProto, folder: Path | None = None) -> onnx.ModelProto:
     """``model``, changed in place: every foldable node replaced by its value, repeated while
-    a round still folds something (``folder``: where its external data is)."""
+    a round still folds something (``folder``: where its external data is).
+
+    Values over MAX_FOLDED_BYTES fold too when the round leaves the weights no larger: weights
+    computed from weights (NFNet's and BiT's standardized convolution weights, recomputed from
+    the raw ones at every inference otherwise: 57 standardizations of 35M weights a run) are
+    then stored as computed, in place of the raw ones. A round whose large values would add to
+    the weights (a transpose of a tied embedding, kept for its other use) is done again
+    without them."""
     for _ in range(FOLD_ROUNDS):
-        if not _fold_once(model, folder):
+        if not _fold_once(model, folder, large=True):
             break
     return model
 
 
-def _fold_once(model: onnx.ModelProto, folder: Path | None) -> bool:
-    """Replace every foldable node of ``model`` by its value (in place); whether any was."""
+def _fold_once(
+    model: onnx.ModelProto, folder: Path | None, large: bool = False, blocked: frozenset[str] = frozenset()
+) -> bool:
+    """Replace every foldable node of ``model`` by its value (in place); whether any was.
+    ``large``: values over MAX_FOLDED_BYTES too (see fold_constants), except the outputs
+    ``blocked``."""
     graph = model.graph
     shapes = _static_shapes(model)
     initializers = {init.name: init for init in graph.initializer}
@@ -196,6 +257,11 @@ def _fold_once(model: onnx.ModelProto, folder: Path | None) -> bool:
     # them would copy the weights.
     known: dict[str, np.ndarray] = {}
     folded: set[str] = set()
+    # the weights over MAX_FOLDED_BYTES each folded value was computed from
+    sources: dict[str, frozenset[str]] = {
+        name: frozenset([name]) if initializer_bytes(t) > MAX_FOLDED_BYTES else frozenset()
+        for name, t in initializers.items()
+    }
     kept_nodes, kept_positions = [], set()
     for position, node in enumerate(graph.node):
         value = None
@@ -204,25 +270,44 @@ def _fold_once(model: onnx.ModelProto, folder: Path | None) -> bool:
                 value = [_shape_value(node, shapes[node.input[0]])]
             elif node.op_type == "Size" and node.input[0] in shapes:
                 value = [np.array(int(np.prod(shapes[node.input[0]], dtype=np.int64)), dtype=np.int64)]
-            elif all(n == "" or n in known or n in initializers for n in node.input) and _small_result(
-                node, shapes
+            elif all(n == "" or n in known or n in initializers for n in node.input) and (
+                _small_result(node, shapes)
+                or (large and _no_larger_than_inputs(node, shapes, known, initializers))
             ):
                 inputs = [_value(n, known, initializers, folder) if n else None for n in node.input]
                 value = _evaluate(node, inputs, model.opset_import)
-        if value is None or sum(v.nbytes for v in value) > MAX_FOLDED_BYTES:
+        elif node.op_type == "BatchNormalization" and all(
+            n in known or n in initializers for n in node.input
+        ):
+            value = _training_batch_norm(node, [_value(n, known, initializers, folder) for n in node.input])
+        too_large = value is not None and sum(v.nbytes for v in value) > MAX_FOLDED_BYTES
+        if value is None or (too_large and (not large or blocked.intersection(node.output))):
             kept_nodes.append(node)
             kept_positions.add(position)
             continue
+        inputs_from = frozenset().union(*(sources.get(n, frozenset()) for n in node.input if n))
         for name, array in zip(node.output, value, strict=False):
             if name:
                 known[name] = array
                 folded.add(name)
+                sources[name] = inputs_from
     if not folded:
         return False
 
     needed = {name for node in kept_nodes for name in node.input}
     needed |= {name for node in kept_nodes for name in _subgraph_inputs(node)}
     outputs = {vi.name for vi in graph.output}
+    if large:
+        # A large value computed from weights that stay (a transpose of a tied embedding)
+        # would store them twice: the round again without folding it.
+        stored = [name for name in needed & folded - outputs if known[name].nbytes > MAX_FOLDED_BYTES]
+        twice = {name for name in stored if sources[name] & needed}
+        if twice:
+            return _fold_once(model, folder, large, blocked | twice)
+        added = sum(known[name].nbytes for name in needed & folded - outputs)
+        freed = sum(initializer_bytes(t) for t in graph.initializer if t.name not in needed | outputs)
+        if added > freed + MAX_FOLDED_BYTES:
+            return _fold_once(model, folder, large=False)  # large values only where they replace
     if outputs & folded:
         # Folded graph outputs still need a producer: a Constant node, first (rare: the kept
         # nodes are copied to make room).

@@ -956,3 +956,62 @@ def test_reinterpretations_in_c_kernels_become_memcpy_loads():
     # An operand in a form the rewrite cannot read is refused, not shipped as a raw pun.
     with pytest.raises(ModelError, match="reinterprets a value in an unexpected form"):
         c_source.adapt(source.replace("&(bits)", "&(((float*)b)[i])"), "abi.h")
+
+
+def test_weights_computed_from_weights_fold_without_growing_the_weights():
+    """NFNet's weight standardization (a training-mode BatchNormalization over the raw
+    weights, 4 MB here): folded even though it is over 1 MB, since the computed weights
+    replace the raw ones, and computed as ONNX Runtime does; a 4 MB transpose of weights
+    that another node still reads raw (a tied embedding) is not folded (the weights would
+    grow by its size)."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.frontends import onnx_fold
+
+    rng = np.random.default_rng(4)
+    raw = rng.standard_normal((512, 2048)).astype(np.float32)
+    nodes = [
+        helper.make_node("Reshape", ["raw", "rows_3d"], ["raw_3d"]),  # timm's [1, O, I * kh * kw]
+        helper.make_node(
+            "BatchNormalization",
+            ["raw_3d", "gain", "zero", "mean", "var"],
+            ["standardized_3d", "running_mean", "running_var"],
+            training_mode=1,
+            momentum=1.0,
+            epsilon=1e-5,
+        ),
+        helper.make_node("Reshape", ["standardized_3d", "rows_2d"], ["standardized"]),
+        helper.make_node("MatMul", ["x", "standardized"], ["y"]),  # [1, 512] x [512, 2048]
+        helper.make_node("Transpose", ["tied"], ["tied_t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["y", "tied_t"], ["z"]),  # the tied weights read twice
+        helper.make_node("MatMul", ["x", "tied"], ["w"]),
+    ]
+    channels = np.ones(512, np.float32)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("z", "w")],
+        [
+            numpy_helper.from_array(raw, "raw"),
+            numpy_helper.from_array(rng.standard_normal((512, 2048)).astype(np.float32) / 32, "tied"),
+            numpy_helper.from_array(rng.uniform(0.5, 2, 512).astype(np.float32), "gain"),
+            numpy_helper.from_array(np.zeros(512, np.float32), "zero"),
+            numpy_helper.from_array(0 * channels, "mean"),
+            numpy_helper.from_array(channels, "var"),
+            numpy_helper.from_array(np.array([1, 512, 2048], np.int64), "rows_3d"),
+            numpy_helper.from_array(np.array([512, 2048], np.int64), "rows_2d"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+    expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    before = sum(onnx_fold.initializer_bytes(t) for t in model.graph.initializer)
+    folded = onnx_fold.fold_constants(model)
+    kinds = [n.op_type for n in folded.graph.node]
+    assert "BatchNormalization" not in kinds and "Transpose" in kinds, kinds
+    assert sum(onnx_fold.initializer_bytes(t) for t in folded.graph.initializer) <= before + (1 << 20)
+    got = onnxruntime.InferenceSession(folded.SerializeToString()).run(None, {"x": x})
+    for want, have in zip(expected, got, strict=True):
+        np.testing.assert_allclose(have, want, rtol=2e-4, atol=2e-3)
