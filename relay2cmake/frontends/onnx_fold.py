@@ -304,10 +304,11 @@ def _fold_once(
         twice = {name for name in stored if sources[name] & needed}
         if twice:
             return _fold_once(model, folder, large, blocked | twice)
-        added = sum(known[name].nbytes for name in needed & folded - outputs)
+        # and the large values stored must take no more room than the weights they free
+        # (dequantized int8 weights would take four times theirs)
         freed = sum(initializer_bytes(t) for t in graph.initializer if t.name not in needed | outputs)
-        if added > freed + MAX_FOLDED_BYTES:
-            return _fold_once(model, folder, large=False)  # large values only where they replace
+        if sum(known[name].nbytes for name in stored) > freed:
+            return _fold_once(model, folder, large=False)
     if outputs & folded:
         # Folded graph outputs still need a producer: a Constant node, first (rare: the kept
         # nodes are copied to make room).
