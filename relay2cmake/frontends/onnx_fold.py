@@ -276,8 +276,10 @@ def _fold_once(
             ):
                 inputs = [_value(n, known, initializers, folder) if n else None for n in node.input]
                 value = _evaluate(node, inputs, model.opset_import)
-        elif node.op_type == "BatchNormalization" and all(
-            n in known or n in initializers for n in node.input
+        elif (
+            node.op_type == "BatchNormalization"
+            and node.domain in ("", "ai.onnx")
+            and all(n in known or n in initializers for n in node.input)
         ):
             value = _training_batch_norm(node, [_value(n, known, initializers, folder) for n in node.input])
         too_large = value is not None and sum(v.nbytes for v in value) > MAX_FOLDED_BYTES

@@ -1876,7 +1876,12 @@ def _schedule_with(func, options: ScheduleOptions):
         reduced = False
     if reduced:
         return infinite_reduction_identities(last_axis.mod["main"])
-    transposed = _schedule_transpose(func, options) or _schedule_gather_then_transpose(func, options)
+    transposed = _schedule_transpose(func, options)
+    if transposed is None:
+        try:
+            transposed = _schedule_gather_then_transpose(func, options)
+        except Exception:  # a stage the tiles cannot take: the injective schedule below
+            transposed = None
     if transposed is not None:
         return transposed
     ranged = (options.vectorize and _innermost_runs(func, options)) or func

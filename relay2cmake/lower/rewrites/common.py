@@ -30,6 +30,23 @@ def static_shape(expr: relax.Expr) -> list[int] | None:
     return static_dims(getattr(expr, "ty", None))
 
 
+def static_float32_convolution(call: relax.Call, data_layout: str, kernel_layout: str) -> bool:
+    """Whether a convolution call has static shapes, float32 data, weights and result, and
+    the given layouts (its output in the data's)."""
+    attrs = call.attrs
+    return (
+        static_shape(call.args[0]) is not None
+        and static_shape(call.args[1]) is not None
+        and static_shape(call) is not None
+        and attrs.data_layout == data_layout
+        and attrs.kernel_layout == kernel_layout
+        and attrs.out_layout == data_layout
+        and str(call.args[0].ty.dtype) == "float32"
+        and str(call.args[1].ty.dtype) == "float32"
+        and attrs.out_dtype in ("", "float32", None)
+    )
+
+
 def number_or_expression(extent: Any) -> Any:
     """An extent as an int when it is a constant, else the TIR expression itself (a
     dimension chosen at run time)."""

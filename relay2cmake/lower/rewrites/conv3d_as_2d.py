@@ -17,25 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import (
+    constant_or_self,
+    rewrite_functions,
+    static_float32_convolution,
+    static_shape,
+)
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
-
-
-def _qualifies(call) -> bool:
-    attrs = call.attrs
-    return (
-        static_shape(call.args[0]) is not None
-        and static_shape(call.args[1]) is not None
-        and static_shape(call) is not None
-        and attrs.data_layout == "NCDHW"
-        and attrs.kernel_layout == "OIDHW"
-        and attrs.out_layout == "NCDHW"
-        and str(call.args[0].ty.dtype) == "float32"
-        and str(call.args[1].ty.dtype) == "float32"
-        and attrs.out_dtype in ("", "float32", None)
-    )
 
 
 def conv3d_as_conv2d(module: IRModule) -> IRModule:
@@ -48,7 +38,7 @@ def conv3d_as_conv2d(module: IRModule) -> IRModule:
     class _Conv3d(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
-            if call.op != conv3d or not _qualifies(call):
+            if call.op != conv3d or not static_float32_convolution(call, "NCDHW", "OIDHW"):
                 return call
             emit = self.builder_.emit
             attrs = call.attrs
