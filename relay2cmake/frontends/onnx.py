@@ -620,7 +620,7 @@ def _references(
                 return mapped_values(initializer, path.parent)
 
         model = onnx.load(str(path), load_external_data=False)
-        evaluator = FromFiles(model, new_ops=[_inference_batch_norm()])
+        evaluator = FromFiles(model, new_ops=[_inference_batch_norm(), _dilated_conv()])
         return evaluator.run(None, feeds(arrays))
 
     return (Reference("onnxruntime", onnxruntime), Reference("onnx-reference", onnx_reference))
@@ -646,6 +646,61 @@ def _inference_batch_norm():
             return ((normalised * scale.reshape(shape) + bias.reshape(shape)).astype(x.dtype),)
 
     return BatchNormalization
+
+
+def _dilated_conv():
+    """A Conv for onnx's reference evaluator that sums the kernel's taps over strided views of
+    the padded image when the kernel is dilated. onnx 1.23's own writes the dilated kernel out
+    (zeros between the taps) and unfolds the image for it: DeepLab v3's atrous pyramid (3 x 3
+    taps 36 apart over 960 channels) asked for gigabytes a convolution and gen was killed for
+    want of memory (23 GB). Undilated convolutions stay onnx's."""
+    import itertools
+
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_conv import Conv as OnnxConv
+
+    class Conv(OpRun):
+        op_domain = ""
+
+        def _run(self, x, w, b=None, auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None,
+                 strides=None):  # fmt: skip
+            spatial = x.ndim - 2
+            dilations = list(dilations or [1] * spatial)
+            if all(d == 1 for d in dilations):
+                return OnnxConv._run(self, x, w, b, auto_pad, dilations, group, kernel_shape, pads, strides)
+            group, strides = group or 1, list(strides or [1] * spatial)
+            taps = w.shape[2:]
+            extents = [(k - 1) * d + 1 for k, d in zip(taps, dilations, strict=True)]
+            pads = list(pads or [0] * 2 * spatial)
+            if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                needed = [
+                    max(0, (-(-size // s) - 1) * s + e - size)
+                    for size, s, e in zip(x.shape[2:], strides, extents, strict=True)
+                ]
+                head = [(n + 1) // 2 if auto_pad == "SAME_LOWER" else n // 2 for n in needed]
+                pads = head + [n - h for n, h in zip(needed, head, strict=True)]
+            elif auto_pad == "VALID":
+                pads = [0] * 2 * spatial
+            padded = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + spatial]) for i in range(spatial)])
+            out = [(size - e) // s + 1 for size, e, s in zip(padded.shape[2:], extents, strides, strict=True)]
+            images = padded.reshape(x.shape[0], group, x.shape[1] // group, *padded.shape[2:])
+            kernels = w.reshape(group, w.shape[0] // group, *w.shape[1:])
+            result = np.zeros((x.shape[0], group, kernels.shape[1], *out), dtype=np.float64)
+            for tap in itertools.product(*(range(k) for k in taps)):
+                window = tuple(
+                    slice(t * d, t * d + (o - 1) * s + 1, s)
+                    for t, d, o, s in zip(tap, dilations, out, strides, strict=True)
+                )
+                view = images[(slice(None), slice(None), slice(None), *window)]
+                result += np.einsum(
+                    "gmc,ngc...->ngm...", kernels[(slice(None), slice(None), slice(None), *tap)], view
+                )
+            result = result.reshape(x.shape[0], w.shape[0], *out)
+            if b is not None:
+                result += b.reshape([1, -1] + [1] * spatial)
+            return (result.astype(x.dtype),)
+
+    return Conv
 
 
 # Operator inputs that set a shape, a size, axes or a count: a static package needs them at
