@@ -522,6 +522,29 @@ def _segformer(rng):
     return Plain(), {"pixel_values": _image(rng)["input"]}
 
 
+def _hf_vision(config_name: str, model_name: str, **config):
+    """A transformers vision encoder built from a Config (random weights) on a 224 x 224
+    image, returning its last hidden state."""
+
+    def build(rng):
+        import torch
+        import transformers
+
+        model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
+
+        class Plain(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, pixel_values):
+                return self.model(pixel_values, return_dict=False)[0]
+
+        return Plain(), {"pixel_values": _image(rng)["input"]}
+
+    return build
+
+
 def _unet(rng):
     """The standard U-Net (Ronneberger et al.): two 3x3 conv-BN-ReLU per level, max-pool down,
     2x2 transposed conv up, skip concatenation; 16 base channels, 4 levels."""
@@ -813,6 +836,46 @@ MODELS: dict[str, ModelSpec] = {
         _spec("nfnet_l0", "timm", _timm("nfnet_l0")),
         _spec("edgenext_xx_small", "timm", _timm("edgenext_xx_small")),
         _spec("segformer", "transformers", _segformer, ("logits",)),
+        # Third batch: BiT's weight-standardized ResNet v2, MobileOne and FastViT (train-time
+        # branches), DINOv2 (position embeddings interpolated bicubically), CLIP's vision
+        # tower, DeepLab v3's atrous pyramid.
+        _spec("bit_resnetv2_50", "timm", _timm("resnetv2_50x1_bit")),
+        _spec("mobileone_s0", "timm", _timm("mobileone_s0")),
+        _spec("fastvit_t8", "timm", _timm("fastvit_t8")),
+        _spec(
+            "dinov2",
+            "transformers",
+            _hf_vision(
+                "Dinov2Config",
+                "Dinov2Model",
+                hidden_size=192,
+                num_hidden_layers=2,
+                num_attention_heads=3,
+                image_size=518,
+                patch_size=14,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "clip_vision",
+            "transformers",
+            _hf_vision(
+                "CLIPVisionConfig",
+                "CLIPVisionModel",
+                hidden_size=192,
+                intermediate_size=768,
+                num_hidden_layers=2,
+                num_attention_heads=3,
+                image_size=224,
+                patch_size=16,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "deeplabv3_mobilenet_v3",
+            "torchvision",
+            _torchvision("segmentation.deeplabv3_mobilenet_v3_large", weights_backbone=None, aux_loss=False),
+        ),
         _spec(
             "mobilebert",
             "transformers",
@@ -888,6 +951,12 @@ ENTRIES: list[Entry] = [
     *_entries("nfnet_l0", "onnx17"),
     *_entries("edgenext_xx_small", "onnx17"),
     *_entries("segformer", "onnx17"),
+    *_entries("bit_resnetv2_50", "onnx17"),
+    *_entries("mobileone_s0", "onnx17"),
+    *_entries("fastvit_t8", "onnx17"),
+    *_entries("dinov2", "onnx17"),
+    *_entries("clip_vision", "onnx17"),
+    *_entries("deeplabv3_mobilenet_v3", "onnx17"),
 ]
 
 
