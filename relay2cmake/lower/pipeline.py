@@ -27,6 +27,7 @@ from relay2cmake.lower.rewrites.conv1d_as_2d import conv1d_as_conv2d
 from relay2cmake.lower.rewrites.conv2d_nhwc import UINT8_BLOCK, convolutions_channels_last
 from relay2cmake.lower.rewrites.conv3d_as_2d import conv3d_as_conv2d
 from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
+from relay2cmake.lower.rewrites.dead_taps import conv_dead_taps
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import (
@@ -431,7 +432,7 @@ def relax_rewrites(
     (the driver has no branches) and float16 Mod widened (TVM's C printer cannot print it)
     are required; inference batch norms as a multiply-add (fusable into the convolution before
     them), 1-D convolutions as 2-D ones of height 1, 3-D ones as 2-D ones over every output
-    frame, transposed convolutions whose kernel is
+    frame, kernel taps that read only padding dropped, transposed convolutions whose kernel is
     their stride as matmuls, 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable, constants folded before
@@ -448,6 +449,7 @@ def relax_rewrites(
         Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
         Rewrite("conv3d-as-2d", conv3d_as_conv2d),
+        Rewrite("conv-dead-taps", conv_dead_taps),
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes, wide)),
         Rewrite("constant-transposes", fold_constant_transposes),

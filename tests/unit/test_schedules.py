@@ -1730,3 +1730,60 @@ def test_a_channels_last_resize_then_transpose_runs_in_channel_vectors(channels)
     want = tvm.runtime.tensor(np.zeros((1, channels, 28, 24), "float32"))
     reference["main"](tvm.runtime.tensor(x), want)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape, weight_shape, attributes, kept",
+    [
+        # DeepLab v3's pyramid: taps 36 apart over 14 x 14, only the centre one reads the image
+        ((1, 8, 14, 14), (4, 8, 3, 3), {"padding": (36,) * 4, "dilation": (36, 36)}, (1, 1)),
+        # 12 apart: every tap reaches the image for some output, nothing dropped
+        ((1, 8, 14, 14), (4, 8, 3, 3), {"padding": (12,) * 4, "dilation": (12, 12)}, (3, 3)),
+        # uneven: two rows of taps live in height, all in width, grouped, strided
+        (
+            (1, 8, 9, 11),
+            (6, 4, 3, 3),
+            {"padding": (10, 0, 10, 0), "dilation": (10, 2), "strides": (2, 1), "groups": 2},
+            (1, 3),
+        ),
+        ((1, 8, 5, 5), (4, 8, 5, 5), {"padding": (8, 1, 4, 2), "dilation": (4, 1)}, (2, 5)),
+    ],
+)
+def test_kernel_taps_that_read_only_padding_are_dropped(shape, weight_shape, attributes, kept):
+    """A convolution cut to the taps that reach the image (the padding before it shrunk by
+    the taps cut ahead) gives TVM's result for the whole kernel, bit for bit."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.dead_taps import conv_dead_taps
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            weight = relax.const(rng.standard_normal(weight_shape).astype("float32"))
+            out = bb.emit_output(bb.emit(relax.op.nn.conv2d(data, weight, **attributes)))
+        bb.emit_func_output(out)
+    original = bb.get()
+    rewritten = conv_dead_taps(original)
+    convs = [c for c in _calls(rewritten, "relax.nn.conv2d")]
+    assert len(convs) == 1 and tuple(int(d) for d in convs[0].args[1].ty.shape)[2:] == kept
+    results = []
+    for module in (original, rewritten):
+        executable = tvm.compile(module, target="llvm")
+        results.append(relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy())
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+def _calls(module, op_name: str) -> list:
+    import tvm
+    from tvm import relax
+
+    found = []
+    op = tvm.ir.Op.get(op_name)
+    relax.analysis.post_order_visit(
+        module["main"], lambda e: found.append(e) if isinstance(e, relax.Call) and e.op == op else None
+    )
+    return found
