@@ -471,60 +471,9 @@ def _whisper_encoder(rng):
     return Plain(), {"input_features": rng.standard_normal((1, 80, 200)).astype(np.float32)}
 
 
-def _wav2vec2(rng):
-    """A Wav2Vec2 encoder (random weights, 2 small layers) on one second of 16 kHz audio: a
-    strided conv1d feature extractor with a group norm, a grouped positional conv1d, GELU."""
-    import torch
-    import transformers
-
-    cfg = transformers.Wav2Vec2Config(
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=512,
-        conv_dim=(64, 64, 64, 64, 64, 64, 64),
-        num_conv_pos_embeddings=32,
-        num_conv_pos_embedding_groups=4,
-    )
-    model = transformers.Wav2Vec2Model(cfg)
-
-    class Plain(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_values):
-            return self.model(input_values, return_dict=False)[0]
-
-    return Plain(), {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}
-
-
-def _segformer(rng):
-    """A SegFormer (random weights, one block a stage): overlapping patch embeddings, attention
-    over spatially reduced keys, Mix-FFN's depthwise conv, an all-MLP decoder that upsamples
-    every stage to a quarter of the image."""
-    import torch
-    import transformers
-
-    cfg = transformers.SegformerConfig(
-        depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 80, 128], decoder_hidden_size=64, num_labels=5
-    )
-    model = transformers.SegformerForSemanticSegmentation(cfg)
-
-    class Plain(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, pixel_values):
-            return self.model(pixel_values, return_dict=False)[0]
-
-    return Plain(), {"pixel_values": _image(rng)["input"]}
-
-
-def _hf_vision(config_name: str, model_name: str, **config):
-    """A transformers vision encoder built from a Config (random weights) on a 224 x 224
-    image, returning its last hidden state."""
+def _hf_first_output(config_name: str, model_name: str, inputs: Callable, **config):
+    """A transformers model built from a Config (random weights) on ``inputs(rng)``, returning
+    its first output (a last hidden state, a segmentation's logits)."""
 
     def build(rng):
         import torch
@@ -537,12 +486,20 @@ def _hf_vision(config_name: str, model_name: str, **config):
                 super().__init__()
                 self.model = model
 
-            def forward(self, pixel_values):
-                return self.model(pixel_values, return_dict=False)[0]
+            def forward(self, *values):
+                return self.model(*values, return_dict=False)[0]
 
-        return Plain(), {"pixel_values": _image(rng)["input"]}
+        return Plain(), inputs(rng)
 
     return build
+
+
+def _pixels(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"pixel_values": _image(rng)["input"]}
+
+
+def _audio(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}  # 1 s at 16 kHz
 
 
 def _unet(rng):
@@ -820,7 +777,25 @@ MODELS: dict[str, ModelSpec] = {
             ),
             ("last_hidden_state",),
         ),
-        _spec("wav2vec2", "transformers", _wav2vec2, ("last_hidden_state",)),
+        # Wav2Vec2: a strided conv1d feature extractor with a group norm, a grouped positional
+        # conv1d, GELU; 2 small layers on one second of audio
+        _spec(
+            "wav2vec2",
+            "transformers",
+            _hf_first_output(
+                "Wav2Vec2Config",
+                "Wav2Vec2Model",
+                _audio,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=512,
+                conv_dim=(64,) * 7,
+                num_conv_pos_embeddings=32,
+                num_conv_pos_embedding_groups=4,
+            ),
+            ("last_hidden_state",),
+        ),
         # Second batch: LR-ASPP's segmentation head (bilinear Resize, sigmoid gating), a 3D
         # ResNet (Conv3d) on 8 frames, EfficientViT's ReLU linear attention, XCiT's
         # cross-covariance attention, NFNet's weight standardization, EdgeNeXt's transposed
@@ -835,7 +810,22 @@ MODELS: dict[str, ModelSpec] = {
         _spec("xcit_nano", "timm", _timm("xcit_nano_12_p16_224")),
         _spec("nfnet_l0", "timm", _timm("nfnet_l0")),
         _spec("edgenext_xx_small", "timm", _timm("edgenext_xx_small")),
-        _spec("segformer", "transformers", _segformer, ("logits",)),
+        # SegFormer, one block a stage: overlapping patch embeddings, attention over spatially
+        # reduced keys, Mix-FFN's depthwise conv, an all-MLP decoder to a quarter of the image
+        _spec(
+            "segformer",
+            "transformers",
+            _hf_first_output(
+                "SegformerConfig",
+                "SegformerForSemanticSegmentation",
+                _pixels,
+                depths=[1, 1, 1, 1],
+                hidden_sizes=[16, 32, 80, 128],
+                decoder_hidden_size=64,
+                num_labels=5,
+            ),
+            ("logits",),
+        ),
         # Third batch: BiT's weight-standardized ResNet v2, MobileOne and FastViT (train-time
         # branches), DINOv2 (position embeddings interpolated bicubically), CLIP's vision
         # tower, DeepLab v3's atrous pyramid.
@@ -845,9 +835,10 @@ MODELS: dict[str, ModelSpec] = {
         _spec(
             "dinov2",
             "transformers",
-            _hf_vision(
+            _hf_first_output(
                 "Dinov2Config",
                 "Dinov2Model",
+                _pixels,
                 hidden_size=192,
                 num_hidden_layers=2,
                 num_attention_heads=3,
@@ -859,9 +850,10 @@ MODELS: dict[str, ModelSpec] = {
         _spec(
             "clip_vision",
             "transformers",
-            _hf_vision(
+            _hf_first_output(
                 "CLIPVisionConfig",
                 "CLIPVisionModel",
+                _pixels,
                 hidden_size=192,
                 intermediate_size=768,
                 num_hidden_layers=2,
