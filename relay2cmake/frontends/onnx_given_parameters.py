@@ -306,10 +306,10 @@ class Col2Im(OnnxOpConverter):
     @classmethod
     def _impl_v18(cls, bb, inputs, attr, params):
         data, image, block = inputs
-        out = declared_output()
+        batch, planes, length = _static_shape(data)
+        out = declared_output() or _constant_col2im_output(data, image, block, params)
         if out is None:
             raise NotImplementedError("Col2Im needs its output shape declared (image_shape, block_shape)")
-        batch, planes, length = _static_shape(data)
         spatial = list(out[2:])
         rank = len(spatial)
         dilations = [int(d) for d in attr.get("dilations", [1] * rank)]
@@ -339,6 +339,19 @@ class Col2Im(OnnxOpConverter):
         )
         rows = [[*spatial, *kernel] for kernel, _ in counts]
         return chosen_result(bb, results, guard(bb, given, rows, list(range(len(rows))), site))
+
+
+def _constant_col2im_output(data, image, block, params) -> tuple[int, ...] | None:
+    """Col2Im's output shape from an image and block shape known at generation time (the
+    declared shapes are looked up only when some node reads a shape at run time)."""
+    image_shape, block_shape = _constant_value(image, params), _constant_value(block, params)
+    if image_shape is None or block_shape is None:
+        return None
+    batch, planes, _ = _static_shape(data)
+    block_size = int(np.prod(block_shape))
+    if block_size <= 0 or planes % block_size:
+        return None
+    return (batch, planes // block_size, *(int(d) for d in image_shape))
 
 
 def _block_counts(spatial, per_channel: int, length: int, dilations, strides, pads):

@@ -283,6 +283,38 @@ def test_resize_with_empty_roi_and_scales_beside_sizes(tmp_path):
     assert report.warnings == ()
 
 
+def test_col2im_with_a_constant_image_and_block_shape(tmp_path):
+    """VOLO's outlook attention (torch's F.fold through the dynamo exporter): Col2Im with its
+    image and block shapes as initializers and no shape declared for its output, which only
+    feeds another node. gen refused it ("needs its output shape declared"); the shape follows
+    from the constants. Built and checked against ONNX Runtime by gen's self-check."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.commands.generate import GenerateOptions, generate
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "Col2Im", ["x", "image", "block"], ["folded"], strides=[2, 2], pads=[1, 1, 1, 1]
+            ),
+            helper.make_node("Relu", ["folded"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3 * 9, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [
+            numpy_helper.from_array(np.array([8, 8], np.int64), "image"),
+            numpy_helper.from_array(np.array([3, 3], np.int64), "block"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "fold.onnx")
+    report = generate(GenerateOptions(model=tmp_path / "fold.onnx", out=tmp_path / "pkg", name="Fold"))
+    assert report.warnings == ()
+
+
 def test_bisection_finds_the_first_failing_cut_in_few_probes():
     from relay2cmake.commands.divergence import Cut, first_diverging
 
