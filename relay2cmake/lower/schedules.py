@@ -1043,7 +1043,48 @@ def _schedule_long_rows(sch, options: ScheduleOptions) -> bool:
                 sch.compute_inline(block)
             except Exception:  # read by a reduction's init or not elementwise: stays a stage
                 pass
+    if any(_ragged_row(_extent(sch, sch.get_loops(block)[-1]), options) for block in reductions):
+        return _schedule_ragged_rows(sch, options)
     return _schedule_rows(sch, options, any_output=True)
+
+
+def _ragged_row(extent: int, options: ScheduleOptions) -> bool:
+    """A row that no vector width divides, long enough for vectors of partial results."""
+    return _vector_width(extent, options) == 1 and extent >= RAGGED_ROW * options.vector_lanes
+
+
+def _schedule_ragged_rows(sch, options: ScheduleOptions) -> bool:
+    """The long rows schedule for rows that no vector width divides (Wav2Vec2's group norm over
+    3199 samples a channel: a mean, then a variance that reads it; one scalar chain each, 1.7
+    GB/s). Each reduction into a vector of partial results a row, its last vector predicated
+    (likely_vector_tails has LoopPartition peel it), combined by halving; every stage over all
+    the rows in turn, not under one row loop: compute_at drops a block's predicate, and the
+    partial results then read past the row. Rows in parallel, stage by stage."""
+    lanes = options.vector_lanes
+    partials = []
+    for block in _reduction_blocks(sch):
+        *rows, k = sch.get_loops(block)
+        ragged = _extent(sch, k) % lanes != 0
+        _, lane = sch.split(k, [None, lanes])
+        # the lanes last in the partial results: one vector store per row
+        partial = sch.rfactor(lane, factor_axis=len(sch.get(block).writes[0].region))
+        sch.vectorize(sch.get_loops(partial)[-1])
+        for half in _halving_combination(sch, block, lanes):  # (loops: rows, pair, lane)
+            sch.vectorize(sch.get_loops(half)[-1])
+        if options.parallel and rows:
+            loops = sch.get_loops(partial)[: len(rows)]
+            sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+        if ragged:
+            partials.append(partial)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = sch.get_loops(block)
+        if "R" not in _kinds(sch, block) and loops and _extent(sch, loops[-1]) >= lanes:
+            sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
+    func = sch.mod["main"]
+    for partial in partials:
+        if not _predicated(func, sch.get(partial).writes[0].source):
+            raise RuntimeError("the partial results' last vector lost its predicate")
+    return True
 
 
 WHOLE_REDUCTION_VECTORS = 4  # partial results of a whole-tensor reduction, in registers

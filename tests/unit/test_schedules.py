@@ -1327,6 +1327,41 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("length", [3199, 49, 35])
+def test_rows_no_vector_divides_reduce_in_predicated_partial_sums(length):
+    """A group norm with a group a channel (Wav2Vec2's over 3199 samples): a mean, then a
+    variance that reads it, over rows that neither 16, 8, 4 nor 2 divide. Each was one scalar
+    chain (1.7 GB/s); now partial sums in vectors, the last one predicated (it would read the
+    next row), numpy's numbers."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(length)
+    x = (3 * rng.standard_normal((1, 6, length)) + 1).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            variance = relax.op.variance(data, axis=[-1], keepdims=True)
+            out = bb.emit_output(relax.op.rsqrt(relax.op.add(variance, relax.const(1e-5, "float32"))))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64"])[-1].wide_variant()
+    lowered, kernels, scheduled = scheduled_kernels(bb.get(), target, parallel=False)
+    reducing = [gv.name_hint for gv in kernels.get_global_vars() if "variance" in gv.name_hint]
+    assert reducing and set(reducing) <= set(scheduled), (reducing, scheduled)
+    for name in reducing:
+        script = kernels[name].script()
+        assert script.count("T.vectorized(T.int64(16))") >= 2, f"{name}: no partial sums in vectors"
+        assert script.count("T.where(") >= 2, f"{name}: a partial sum lost its predicate"
+    executable = tvm.compile(lowered, target="llvm")
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    want = 1 / np.sqrt(x.astype("float64").var(axis=-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("length", [192, 196])
 def test_a_layer_norm_spelt_out_reduces_its_rows_in_partial_sums(length):
     """A layer norm as older exporters write it (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
