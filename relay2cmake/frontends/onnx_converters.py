@@ -666,6 +666,17 @@ class Pow(OnnxOpConverter):
         return relax.op.power(base, relax.op.astype(exponent, base_type))
 
 
+class Einsum(OnnxOpConverter):
+    """Relax's einsum operator, which the einsum-as-matmul rewrite can read (TVM's converter
+    emits TE loops at once); the equation without the spaces exporters may put in it
+    (MaxViT's "B G H I D, B G H J D -> B G H I J")."""
+
+    @classmethod
+    def _impl_v12(cls, bb, inputs, attr, params):
+        equation = "".join(_attr_text(attr.get("equation"), "").split())
+        return relax.op.einsum(relax.Tuple(list(inputs)), equation)
+
+
 def _nll_loss(log_prob, target, weight, attr) -> relax.Expr:
     """ONNX's NegativeLogLikelihoodLoss on ``log_prob`` (N, C, d1..dk) and ``target`` (N, d1..dk)."""
     reduction = _attr_text(attr.get("reduction"), "mean")
@@ -1449,6 +1460,7 @@ CONVERTERS: dict[str, type[OnnxOpConverter]] = {
     "CumSum": CumSum,
     "CumProd": CumProd,
     "Pow": Pow,
+    "Einsum": Einsum,
     "Attention": Attention,
     "RNN": RNN,
     "GRU": GRU,

@@ -28,6 +28,7 @@ from relay2cmake.lower.rewrites.conv2d_nhwc import UINT8_BLOCK, convolutions_cha
 from relay2cmake.lower.rewrites.conv3d_as_2d import conv3d_as_conv2d
 from relay2cmake.lower.rewrites.conv_transpose import conv_transpose_as_matmul
 from relay2cmake.lower.rewrites.dead_taps import conv_dead_taps
+from relay2cmake.lower.rewrites.einsum_matmul import einsum_as_matmul
 from relay2cmake.lower.rewrites.fast_math import vectorizable_math
 from relay2cmake.lower.rewrites.index_checks import check_indices
 from relay2cmake.lower.rewrites.numerics import (
@@ -433,7 +434,7 @@ def relax_rewrites(
     are required; inference batch norms as a multiply-add (fusable into the convolution before
     them), 1-D convolutions as 2-D ones of height 1, 3-D ones as 2-D ones over every output
     frame, kernel taps that read only padding dropped, transposed convolutions whose kernel is
-    their stride as matmuls, 2-D convolutions channels-last (3x3
+    their stride as matmuls, einsums that are matrix products as matmuls, 2-D convolutions channels-last (3x3
     ones as Winograd's unless ``winograd`` is False), constant transposes folded, constant
     matmul weights packed, erf and softmax made vectorizable, constants folded before
     legalization are optimisations. A rewrite that
@@ -451,6 +452,7 @@ def relax_rewrites(
         Rewrite("conv3d-as-2d", conv3d_as_conv2d),
         Rewrite("conv-dead-taps", conv_dead_taps),
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
+        Rewrite("einsum-as-matmul", einsum_as_matmul),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes, wide)),
         Rewrite("constant-transposes", fold_constant_transposes),
         Rewrite("packed-matmul", pack_matmul_weights),
