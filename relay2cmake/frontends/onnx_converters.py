@@ -147,14 +147,26 @@ def _last_states(bb, passes: list[list[relax.Expr]], length) -> relax.Expr:
 
 
 class _Recurrent(OnnxOpConverter):
-    """Shared unrolling of ONNX's RNN, GRU and LSTM."""
+    """Shared unrolling of ONNX's RNN, GRU and LSTM. Per pass, the weights are transposed and
+    the biases split once, and over a sequence of fixed length the input's share of every
+    gate (x W^T + Wb) is one product over all the steps; a step then only adds the state's
+    share (h R^T + Rb) and applies the gates. (Each step computing its own x W^T, with its
+    own transposes and splits, gave Sequencer's 36 LSTMs over 8-32 steps tens of thousands of
+    operators to lower.)"""
 
     gates = 1
     default_activations: tuple[str, ...] = ()
 
     @classmethod
-    def _cell(cls, bb, x_t, state, weights, acts, attr) -> tuple[relax.Expr, relax.Expr | None]:
+    def _cell(cls, bb, x_part, state, weights, acts, attr) -> tuple[relax.Expr, relax.Expr | None]:
+        """The step's new state from ``x_part`` = x_t W^T + Wb, its gates in ONNX's order, and
+        ``weights``: "RT" (R transposed), "RB" (R's bias) and "P" (LSTM's peepholes or None)."""
         raise NotImplementedError
+
+    @classmethod
+    def _pass_weights(cls, bb, weights: dict) -> dict:
+        """What a pass's steps share beyond ``weights`` (GRU: R and Rb split by gate)."""
+        return weights
 
     @classmethod
     def _impl_v7(cls, bb, inputs, attr, params):
@@ -200,13 +212,12 @@ class _Recurrent(OnnxOpConverter):
         flipped = bb.emit(relax.op.flip(x, axis=0)) if runtime_length and direction != "forward" else None
 
         def step_input(t, reverse):
-            if runtime_length:
-                source = flipped if reverse else x
-                return bb.emit(relax.op.take(source, relax.const(t, "int64"), axis=0, mode="clip"))
-            return bb.emit(relax.op.squeeze(relax.op.strided_slice(x, [0], [t], [t + 1]), [0]))
+            source = flipped if reverse else x
+            return bb.emit(relax.op.take(source, relax.const(t, "int64"), axis=0, mode="clip"))
 
-        # A fixed length: the bidirectional passes share the step inputs.
-        shared_steps = None if runtime_length else [step_input(t, False) for t in range(seq_len)]
+        def step_of(values, t):
+            return bb.emit(relax.op.squeeze(relax.op.strided_slice(values, [0], [t], [t + 1]), [0]))
+
         passes, cell_passes, reversed_passes = [], [], []  # each pass's states, in its order
         for d in range(directions):
             reverse = direction == "reverse" or d == 1
@@ -220,14 +231,22 @@ class _Recurrent(OnnxOpConverter):
             def pick(tensor, i=d):
                 return bb.emit(relax.op.squeeze(relax.op.strided_slice(tensor, [0], [i], [i + 1]), [0]))
 
+            bias = pick(b) if b is not None else relax.const(np.zeros(2 * cls.gates * hidden, dtype), dtype)
+            input_bias, recurrent_bias = cls._split(bb, bias, 2)
+            input_weights = bb.emit(relax.op.permute_dims(pick(w), [1, 0]))
             weights = {
-                "W": pick(w),
-                "R": pick(r),
-                "B": pick(b)
-                if b is not None
-                else relax.const(np.zeros(2 * cls.gates * hidden, dtype), dtype),
+                "RT": bb.emit(relax.op.permute_dims(pick(r), [1, 0])),
+                "RB": recurrent_bias,
                 "P": pick(inputs[7]) if len(inputs) > 7 and inputs[7] is not None and cls is LSTM else None,
             }
+            weights = cls._pass_weights(bb, weights)
+            # x W^T + Wb for every step at once (a run-time length: step by step, each step
+            # reading its input through a clipped take, so the steps past it need not run)
+            projected = (
+                None
+                if runtime_length
+                else bb.emit(relax.op.add(relax.op.matmul(x, input_weights), input_bias))
+            )
             zeros = relax.const(np.zeros((batch, hidden), dtype), dtype)
             h = pick(initial_h) if initial_h is not None else zeros
             c = None
@@ -236,8 +255,13 @@ class _Recurrent(OnnxOpConverter):
             order = list(reversed(range(seq_len))) if reverse and not runtime_length else list(range(seq_len))
             states, cell_states = [], []
             for t in order:
-                x_t = shared_steps[t] if shared_steps is not None else step_input(t, reverse)
-                h, c = cls._cell(bb, x_t, (h, c), weights, acts, attr)
+                if projected is not None:
+                    x_part = step_of(projected, t)
+                else:
+                    x_part = bb.emit(
+                        relax.op.add(relax.op.matmul(step_input(t, reverse), input_weights), input_bias)
+                    )
+                h, c = cls._cell(bb, x_part, (h, c), weights, acts, attr)
                 states.append(h)
                 cell_states.append(c)
             passes.append(states)
@@ -267,9 +291,9 @@ class _Recurrent(OnnxOpConverter):
         return relax.Tuple(results)
 
     @staticmethod
-    def _linear(bb, x, weight, bias):
-        """x @ weight.T + bias for x [batch, in] and weight [out, in]."""
-        return relax.op.add(relax.op.matmul(x, relax.op.permute_dims(weight, [1, 0])), bias)
+    def _recurrent_part(h, weights):
+        """h R^T + Rb."""
+        return relax.op.add(relax.op.matmul(h, weights["RT"]), weights["RB"])
 
     @staticmethod
     def _clip(value, attr):
@@ -289,10 +313,9 @@ class RNN(_Recurrent):
     default_activations = ("Tanh",)
 
     @classmethod
-    def _cell(cls, bb, x_t, state, weights, acts, attr):
+    def _cell(cls, bb, x_part, state, weights, acts, attr):
         h, _ = state
-        wb, rb = cls._split(bb, weights["B"], 2)
-        pre = relax.op.add(cls._linear(bb, x_t, weights["W"], wb), cls._linear(bb, h, weights["R"], rb))
+        pre = relax.op.add(x_part, cls._recurrent_part(h, weights))
         return bb.emit(acts[0](cls._clip(pre, attr))), None
 
 
@@ -301,26 +324,31 @@ class GRU(_Recurrent):
     default_activations = ("Sigmoid", "Tanh")
 
     @classmethod
-    def _cell(cls, bb, x_t, state, weights, acts, attr):
+    def _pass_weights(cls, bb, weights):
+        return {
+            **weights,
+            "R_parts": cls._split(bb, weights["RT"], 3),
+            "RB_parts": cls._split(bb, weights["RB"], 3),
+        }
+
+    @classmethod
+    def _cell(cls, bb, x_part, state, weights, acts, attr):
         h, _ = state
         f, g = acts
-        w_z, w_r, w_h = cls._split(bb, bb.emit(relax.op.permute_dims(weights["W"], [1, 0])), 3)
-        r_z, r_r, r_h = cls._split(bb, bb.emit(relax.op.permute_dims(weights["R"], [1, 0])), 3)
-        wb_z, wb_r, wb_h, rb_z, rb_r, rb_h = cls._split(bb, weights["B"], 6)
+        r_z, r_r, r_h = weights["R_parts"]
+        rb_z, rb_r, rb_h = weights["RB_parts"]
+        x_z, x_r, x_h = cls._split(bb, x_part, 3)
 
-        def gate(w_part, r_part, wb, rb, state_in):
-            return relax.op.add(
-                relax.op.add(relax.op.matmul(x_t, w_part), wb),
-                relax.op.add(relax.op.matmul(state_in, r_part), rb),
-            )
+        def gate(x_gate, r_part, rb, state_in):
+            return relax.op.add(x_gate, relax.op.add(relax.op.matmul(state_in, r_part), rb))
 
-        z = bb.emit(f(cls._clip(gate(w_z, r_z, wb_z, rb_z, h), attr)))
-        r = bb.emit(f(cls._clip(gate(w_r, r_r, wb_r, rb_r, h), attr)))
+        z = bb.emit(f(cls._clip(gate(x_z, r_z, rb_z, h), attr)))
+        r = bb.emit(f(cls._clip(gate(x_r, r_r, rb_r, h), attr)))
         if attr.get("linear_before_reset", 0):
             recurrent = relax.op.multiply(r, relax.op.add(relax.op.matmul(h, r_h), rb_h))
-            candidate = relax.op.add(relax.op.add(relax.op.matmul(x_t, w_h), wb_h), recurrent)
+            candidate = relax.op.add(x_h, recurrent)
         else:
-            candidate = gate(w_h, r_h, wb_h, rb_h, relax.op.multiply(r, h))
+            candidate = gate(x_h, r_h, rb_h, relax.op.multiply(r, h))
         h_tilde = bb.emit(g(cls._clip(candidate, attr)))
         one = _scalar(1.0, h)
         new_h = relax.op.add(relax.op.multiply(relax.op.subtract(one, z), h_tilde), relax.op.multiply(z, h))
@@ -332,11 +360,10 @@ class LSTM(_Recurrent):
     default_activations = ("Sigmoid", "Tanh", "Tanh")
 
     @classmethod
-    def _cell(cls, bb, x_t, state, weights, acts, attr):
+    def _cell(cls, bb, x_part, state, weights, acts, attr):
         h, c = state
         f, g, act_h = acts
-        wb, rb = cls._split(bb, weights["B"], 2)
-        pre = relax.op.add(cls._linear(bb, x_t, weights["W"], wb), cls._linear(bb, h, weights["R"], rb))
+        pre = relax.op.add(x_part, cls._recurrent_part(h, weights))
         i_pre, o_pre, f_pre, c_pre = cls._split(bb, bb.emit(pre), 4)  # ONNX gate order: i, o, f, c
         if weights["P"] is not None:
             p_i, p_o, p_f = cls._split(bb, weights["P"], 3)
