@@ -146,6 +146,14 @@ def _last_states(bb, passes: list[list[relax.Expr]], length) -> relax.Expr:
     return bb.emit(relax.call_dps_packed(LAST_STATES, relax.Tuple(args), out_ty=out_ty))
 
 
+def _stacked(bb, values: list[relax.Expr], axis: int) -> relax.Expr:
+    """``stack(values, axis)`` as a concat of each value with the axis added: TVM's layout
+    conversion fails on ``stack`` ("String index out of bounds"), and the channels-last
+    rewrite then retried around each operator kind in turn (Sequencer2D's LSTMs between
+    convolutions: minutes per retry over 30,000 bindings)."""
+    return bb.emit(relax.op.concat([bb.emit(relax.op.expand_dims(v, axis)) for v in values], axis=axis))
+
+
 class _Recurrent(OnnxOpConverter):
     """Shared unrolling of ONNX's RNN, GRU and LSTM. Per pass, the weights are transposed and
     the biases split once, and over a sequence of fixed length the input's share of every
@@ -275,13 +283,9 @@ class _Recurrent(OnnxOpConverter):
             by_position = [
                 states[::-1] if r else states for states, r in zip(passes, reversed_passes, strict=True)
             ]
-            y = bb.emit(relax.op.stack([bb.emit(relax.op.stack(s, axis=0)) for s in by_position], axis=1))
-            y_h = bb.emit(relax.op.stack([states[-1] for states in passes], axis=0))
-            y_c = (
-                bb.emit(relax.op.stack([states[-1] for states in cell_passes], axis=0))
-                if cls is LSTM
-                else None
-            )
+            y = _stacked(bb, [_stacked(bb, s, 0) for s in by_position], 1)
+            y_h = _stacked(bb, [states[-1] for states in passes], 0)
+            y_c = _stacked(bb, [states[-1] for states in cell_passes], 0) if cls is LSTM else None
         if layout == 1:
             y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
             y_h = bb.emit(relax.op.permute_dims(y_h, [1, 0, 2]))

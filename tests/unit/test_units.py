@@ -315,6 +315,54 @@ def test_col2im_with_a_constant_image_and_block_shape(tmp_path):
     assert report.warnings == ()
 
 
+def test_an_lstm_after_a_convolution_keeps_the_channels_last_layout(tmp_path):
+    """Sequencer's shape: a conv, then a bidirectional LSTM over the image's rows. The LSTM's
+    outputs were stacked with ``stack``, on which TVM's layout conversion fails, so the
+    channels-last rewrite was declined around an operator kind (and retried around each kind
+    in turn: minutes on a large graph). Built and checked against ONNX Runtime, no decline."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relay2cmake.commands.generate import GenerateOptions, generate
+
+    rng = np.random.default_rng(3)
+    hidden, channels, width = 5, 8, 6
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["conv"], pads=[1, 1, 1, 1]),
+            helper.make_node("Transpose", ["conv"], ["rows"], perm=[3, 0, 2, 1]),  # [W, N, H, C]
+            helper.make_node("Reshape", ["rows", "sequence_shape"], ["sequence"]),  # [W, N*H, C]
+            helper.make_node(
+                "LSTM",
+                ["sequence", "W", "R", "B"],
+                ["y", "y_h"],
+                hidden_size=hidden,
+                direction="bidirectional",
+            ),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, width])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [width, 2, 4, hidden]),
+            helper.make_tensor_value_info("y_h", TensorProto.FLOAT, [2, 4, hidden]),
+        ],
+        [
+            numpy_helper.from_array(rng.standard_normal((channels, 3, 3, 3)).astype(np.float32), "w"),
+            numpy_helper.from_array(np.array([width, 4, channels], np.int64), "sequence_shape"),
+            numpy_helper.from_array(rng.standard_normal((2, 4 * hidden, channels)).astype(np.float32), "W"),
+            numpy_helper.from_array(rng.standard_normal((2, 4 * hidden, hidden)).astype(np.float32), "R"),
+            numpy_helper.from_array(rng.standard_normal((2, 8 * hidden)).astype(np.float32), "B"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "conv_lstm.onnx")
+    report = generate(
+        GenerateOptions(model=tmp_path / "conv_lstm.onnx", out=tmp_path / "pkg", name="ConvLstm")
+    )
+    assert report.warnings == ()
+
+
 def test_bisection_finds_the_first_failing_cut_in_few_probes():
     from relay2cmake.commands.divergence import Cut, first_diverging
 
