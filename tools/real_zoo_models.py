@@ -172,14 +172,14 @@ def _torchvision(name: str, shape=IMAGE, calibrate: bool = False, **kwargs):
     return build
 
 
-def _timm(name: str):
+def _timm(name: str, shape=IMAGE):
     def build(rng):
         import_torchvision()  # timm imports torchvision
         import timm
 
         module = timm.create_model(name, pretrained=False)
         randomize_batchnorm(module, rng)
-        return module, _image(rng)
+        return module, _image(rng, shape)
 
     return build
 
@@ -868,6 +868,79 @@ MODELS: dict[str, ModelSpec] = {
             "torchvision",
             _torchvision("segmentation.deeplabv3_mobilenet_v3_large", weights_backbone=None, aux_loss=False),
         ),
+        # Fourth batch: VOLO's outlook attention (unfold / fold), Sequencer's bidirectional
+        # LSTMs over rows and columns, MobileViT v2's separable attention, HRNet's
+        # multi-resolution fusion, ConvNeXt v2's global response norm, CaiT's talking heads
+        # and class attention, MobileNet v4, HaloNet's blocked local attention, CrossViT's
+        # two scales; BLOOM's ALiBi, BART (encoder-decoder), ConvBERT's span-based dynamic
+        # convolution, Phi's partial rotary embeddings and parallel blocks.
+        _spec("volo_d1", "timm", _timm("volo_d1_224")),
+        _spec("sequencer2d_s", "timm", _timm("sequencer2d_s")),
+        _spec("mobilevitv2_050", "timm", _timm("mobilevitv2_050", (1, 3, 256, 256))),
+        _spec("hrnet_w18_small", "timm", _timm("hrnet_w18_small")),
+        _spec("convnextv2_atto", "timm", _timm("convnextv2_atto")),
+        _spec("cait_xxs24", "timm", _timm("cait_xxs24_224")),
+        _spec("mobilenetv4_conv_small", "timm", _timm("mobilenetv4_conv_small")),
+        _spec("halonet26t", "timm", _timm("halonet26t", (1, 3, 256, 256))),
+        _spec("crossvit_9", "timm", _timm("crossvit_9_240", (1, 3, 240, 240))),
+        _spec(
+            "bloom",
+            "transformers",
+            _hf_text("BloomConfig", "BloomModel", 1, vocab_size=32000, hidden_size=128, n_layer=2, n_head=4),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "bart",
+            "transformers",
+            _hf_text(
+                "BartConfig",
+                "BartModel",
+                1,
+                vocab_size=32000,
+                d_model=128,
+                encoder_layers=2,
+                decoder_layers=2,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=256,
+                decoder_ffn_dim=256,
+                max_position_embeddings=SEQ,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "convbert",
+            "transformers",
+            _hf_text(
+                "ConvBertConfig",
+                "ConvBertModel",
+                1,
+                vocab_size=30522,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=256,
+                embedding_size=128,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "phi",
+            "transformers",
+            _hf_text(
+                "PhiConfig",
+                "PhiModel",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                partial_rotary_factor=0.5,
+                max_position_embeddings=SEQ,
+            ),
+            ("last_hidden_state",),
+        ),
         _spec(
             "mobilebert",
             "transformers",
@@ -949,6 +1022,21 @@ ENTRIES: list[Entry] = [
     *_entries("dinov2", "onnx17"),
     *_entries("clip_vision", "onnx17"),
     *_entries("deeplabv3_mobilenet_v3", "onnx17"),
+    # The fourth batch with the exporter torch.onnx.export uses by default (dynamo) and the
+    # TorchScript one.
+    *_entries("volo_d1", "dynamo", "onnx18"),  # Col2Im (F.fold) exports from opset 18
+    *_entries("sequencer2d_s", "dynamo", "onnx17"),
+    *_entries("mobilevitv2_050", "dynamo", "onnx17"),
+    *_entries("hrnet_w18_small", "dynamo", "onnx17"),
+    *_entries("convnextv2_atto", "dynamo", "onnx17"),
+    *_entries("cait_xxs24", "dynamo", "onnx17"),
+    *_entries("mobilenetv4_conv_small", "dynamo", "onnx17"),
+    *_entries("halonet26t", "dynamo", "onnx17"),
+    *_entries("crossvit_9", "dynamo", "onnx17"),
+    *_entries("bloom", "dynamo", "onnx17"),
+    *_entries("bart", "dynamo", "onnx17"),
+    *_entries("convbert", "dynamo", "onnx17"),
+    *_entries("phi", "dynamo", "onnx17"),
 ]
 
 
