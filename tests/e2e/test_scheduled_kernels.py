@@ -57,6 +57,8 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         assert {"max", "argmax"} <= set(scheduled), scheduled  # over rows of 37
         # the 3-D convolutions run as 2-D ones (TVM's conv3d has no schedule: scalar loops)
         assert not any("conv3d" in kernel for kernel in meta["kernels"]), meta["kernels"]
+        assert not any("einsum" in kernel for kernel in meta["kernels"]), meta["kernels"]  # a matmul
+        assert any("variance" in name for name in scheduled), scheduled  # rows of 37, predicated
     # Only the 1,500-class softmax gives up its parallel loops (its row buffer is scratch).
     assert meta["serial_kernels"]["x86_64"] == (["softmax1"] if family == "dense_family" else [])
 

@@ -539,7 +539,11 @@ def awkward_family() -> onnx.ModelProto:
     stacked as channels): 3 x 3 x 3 with stride and dilation 2 in depth, then relu, then a
     grouped one (two groups) with a 2 x 1 x 3 kernel and uneven padding. And the hard-swish's
     output upsampled bilinearly 3 x 4 (computed channels-last, returned channels-first: a
-    stage in channel vectors, then a tiled transpose)."""
+    stage in channel vectors, then a tiled transpose). And x read as [1, 13, 4, 16], scaled per
+    channel and transposed channels-last (the reshape fused into the transpose: its input read
+    through a view, in tiles). And an instance norm of y's rows of 37 (a mean, then a variance
+    reading it: partial sums in vectors, the last one predicated). And
+    y's rows' products with each other as an einsum (a batched matmul)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -592,6 +596,11 @@ def awkward_family() -> onnx.ModelProto:
             mode="linear",
             coordinate_transformation_mode="half_pixel",
         ),
+        helper.make_node("Reshape", ["x", "blocks_shape"], ["blocks"]),
+        helper.make_node("Mul", ["blocks", "channel_scale"], ["blocks_scaled"]),
+        helper.make_node("Transpose", ["blocks_scaled"], ["blocks_last"], perm=[0, 2, 3, 1]),
+        helper.make_node("InstanceNormalization", ["y", "norm_scale", "norm_bias"], ["y_normed"]),
+        helper.make_node("Einsum", ["y", "y"], ["gram"], equation="bij,bkj->bik"),
     ]
     graph = helper.make_graph(
         nodes,
@@ -611,6 +620,9 @@ def awkward_family() -> onnx.ModelProto:
             helper.make_tensor_value_info("best_index", TensorProto.INT64, [1, 13]),
             _float_info("v2", [1, 8, 2, 4, 4]),
             _float_info("upsampled", [1, 32, 3, 52]),
+            _float_info("blocks_last", [1, 4, 16, 13]),
+            _float_info("y_normed", [1, 13, 37]),
+            _float_info("gram", [1, 13, 13]),
         ],
         initializer=[
             _const("w1", w1),
@@ -633,6 +645,10 @@ def awkward_family() -> onnx.ModelProto:
             _const("bv1", (0.1 * rng.standard_normal(8)).astype(np.float32)),
             _const("wv2", (rng.standard_normal((8, 4, 2, 1, 3)) / 5).astype(np.float32)),
             _const("upsampling", np.array([1, 1, 3, 4], np.float32)),
+            _const("blocks_shape", np.array([1, 13, 4, 16], np.int64)),
+            _const("channel_scale", rng.standard_normal((13, 1, 1)).astype(np.float32)),
+            _const("norm_scale", rng.standard_normal(13).astype(np.float32)),
+            _const("norm_bias", rng.standard_normal(13).astype(np.float32)),
         ],
     )
     return _model(graph)
