@@ -15,52 +15,50 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_calls, static_shape
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
 
 
 def inference_batch_norm_as_affine(module: IRModule) -> IRModule:
+    from tvm import relax
+
+    # The consumers read the output through the tuple (``bn[0]``); canonicalized, they read
+    # the add itself, which fusion then joins to the convolution and what follows it.
+    return relax.transform.CanonicalizeBindings()(rewrite_calls(module, "relax.nn.batch_norm", _as_affine))
+
+
+def _as_affine(mutator, call):
     import numpy as np
     import tvm
     from tvm import relax
 
-    batch_norm = tvm.ir.Op.get("relax.nn.batch_norm")
-
-    def constant(mutator, expr):
+    def constant(expr):
         value = constant_or_self(mutator, expr)
         return value.value.numpy().astype(np.float64) if isinstance(value, tvm.ir.GenericConst) else None
 
-    @relax.expr_functor.mutator
-    class _BatchNorm(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != batch_norm or bool(call.attrs.training):
-                return call
-            data, *params = call.args
-            shape = static_shape(data)
-            values = [constant(self, p) for p in params]
-            if shape is None or str(data.ty.dtype) != "float32" or any(v is None for v in values):
-                return call
-            gamma, beta, mean, var = values
-            axis = int(call.attrs.axis) % len(shape)
-            if any(v.shape != (shape[axis],) for v in values):
-                return call
-            scale = 1.0 / np.sqrt(var + float(call.attrs.epsilon))
-            scale = scale * gamma if call.attrs.scale else scale
-            shift = (beta if call.attrs.center else 0.0) - mean * scale
-            broadcast = [1] * len(shape)
-            broadcast[axis] = shape[axis]
-            out = self.builder_.emit(
-                relax.op.add(
-                    relax.op.multiply(data, relax.const(scale.astype(np.float32).reshape(broadcast))),
-                    relax.const(shift.astype(np.float32).reshape(broadcast)),
-                )
-            )
-            # The running statistics, as an inference batch norm returns them unchanged.
-            return relax.Tuple([out, params[2], params[3]])
-
-    # The consumers read the output through the tuple (``bn[0]``); canonicalized, they read
-    # the add itself, which fusion then joins to the convolution and what follows it.
-    return relax.transform.CanonicalizeBindings()(rewrite_functions(module, _BatchNorm(module)))
+    if bool(call.attrs.training):
+        return call
+    data, *params = call.args
+    shape = static_shape(data)
+    values = [constant(p) for p in params]
+    if shape is None or str(data.ty.dtype) != "float32" or any(v is None for v in values):
+        return call
+    gamma, beta, mean, var = values
+    axis = int(call.attrs.axis) % len(shape)
+    if any(v.shape != (shape[axis],) for v in values):
+        return call
+    scale = 1.0 / np.sqrt(var + float(call.attrs.epsilon))
+    scale = scale * gamma if call.attrs.scale else scale
+    shift = (beta if call.attrs.center else 0.0) - mean * scale
+    broadcast = [1] * len(shape)
+    broadcast[axis] = shape[axis]
+    out = mutator.builder_.emit(
+        relax.op.add(
+            relax.op.multiply(data, relax.const(scale.astype(np.float32).reshape(broadcast))),
+            relax.const(shift.astype(np.float32).reshape(broadcast)),
+        )
+    )
+    # The running statistics, as an inference batch norm returns them unchanged.
+    return relax.Tuple([out, params[2], params[3]])

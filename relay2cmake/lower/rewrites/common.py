@@ -3,6 +3,7 @@ about Relax expressions the rewrites share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relay2cmake.relax_shapes import static_dims
@@ -23,6 +24,27 @@ def rewrite_functions(module: IRModule, mutator: relax.PyExprMutator) -> IRModul
         if isinstance(func, relax.Function):
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
     return mutator.builder_.get()
+
+
+def rewrite_calls(
+    module: IRModule, op_name: str, rewrite: Callable[[relax.PyExprMutator, relax.Call], relax.Expr]
+) -> IRModule:
+    """``module`` with each call of the Relax operator ``op_name`` (its arguments rewritten
+    first) replaced by ``rewrite(mutator, call)``, which returns the call itself to keep it;
+    it may emit bindings through ``mutator.builder_`` and look them up through
+    ``constant_or_self``. The expression it returns is bound to the call's variable."""
+    import tvm
+    from tvm import relax
+
+    op = tvm.ir.Op.get(op_name)
+
+    @relax.expr_functor.mutator
+    class _Calls(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            return rewrite(self, call) if call.op == op else call
+
+    return rewrite_functions(module, _Calls(module))
 
 
 def static_shape(expr: relax.Expr) -> list[int] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import rewrite_functions
+from relay2cmake.lower.rewrites.common import rewrite_calls
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -17,23 +17,19 @@ if TYPE_CHECKING:
 
 def fold_constant_transposes(module: IRModule) -> IRModule:
     """``permute_dims(constant)`` → the transposed constant."""
+    return rewrite_calls(module, "relax.permute_dims", _folded)
+
+
+def _folded(mutator, call):
     import numpy as np
     import tvm
     from tvm import relax
 
-    permute = tvm.ir.Op.get("relax.permute_dims")
-
-    @relax.expr_functor.mutator
-    class _Fold(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != permute or not isinstance(call.args[0], tvm.ir.GenericConst):
-                return call
-            value = call.args[0].value.numpy()
-            if value.dtype.kind not in "fiub":  # ml_dtypes' narrow floats stay as they are
-                return call
-            axes = call.attrs.axes
-            order = [int(a) for a in axes] if axes is not None else list(range(value.ndim))[::-1]
-            return relax.const(np.ascontiguousarray(value.transpose(order)))
-
-    return rewrite_functions(module, _Fold(module))
+    if not isinstance(call.args[0], tvm.ir.GenericConst):
+        return call
+    value = call.args[0].value.numpy()
+    if value.dtype.kind not in "fiub":  # ml_dtypes' narrow floats stay as they are
+        return call
+    axes = call.attrs.axes
+    order = [int(a) for a in axes] if axes is not None else list(range(value.ndim))[::-1]
+    return relax.const(np.ascontiguousarray(value.transpose(order)))

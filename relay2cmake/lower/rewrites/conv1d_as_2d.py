@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import (
     constant_or_self,
-    rewrite_functions,
+    rewrite_calls,
     static_float32_convolution,
     static_shape,
 )
@@ -24,37 +24,33 @@ if TYPE_CHECKING:
 
 
 def conv1d_as_conv2d(module: IRModule) -> IRModule:
+    return rewrite_calls(module, "relax.nn.conv1d", _as_conv2d)
+
+
+def _as_conv2d(mutator, call):
     import tvm
     from tvm import relax
 
-    conv1d = tvm.ir.Op.get("relax.nn.conv1d")
-
-    @relax.expr_functor.mutator
-    class _Conv1d(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != conv1d or not static_float32_convolution(call, "NCW", "OIW"):
-                return call
-            attrs = call.attrs
-            weight = constant_or_self(self, call.args[1])
-            if isinstance(weight, tvm.ir.GenericConst):
-                array = weight.value.numpy()
-                weight_2d = relax.const(array.reshape(array.shape[0], array.shape[1], 1, array.shape[2]))
-            else:
-                weight_2d = self.builder_.emit(relax.op.expand_dims(call.args[1], 2))
-            data_2d = self.builder_.emit(relax.op.expand_dims(call.args[0], 2))
-            left, right = (int(p) for p in attrs.padding)
-            output = self.builder_.emit(
-                relax.op.nn.conv2d(
-                    data_2d,
-                    weight_2d,
-                    strides=(1, int(attrs.strides[0])),
-                    padding=(0, left, 0, right),
-                    dilation=(1, int(attrs.dilation[0])),
-                    groups=int(attrs.groups),
-                    out_dtype="float32",
-                )
-            )
-            return relax.op.reshape(output, static_shape(call))
-
-    return rewrite_functions(module, _Conv1d(module))
+    if not static_float32_convolution(call, "NCW", "OIW"):
+        return call
+    attrs = call.attrs
+    weight = constant_or_self(mutator, call.args[1])
+    if isinstance(weight, tvm.ir.GenericConst):
+        array = weight.value.numpy()
+        weight_2d = relax.const(array.reshape(array.shape[0], array.shape[1], 1, array.shape[2]))
+    else:
+        weight_2d = mutator.builder_.emit(relax.op.expand_dims(call.args[1], 2))
+    data_2d = mutator.builder_.emit(relax.op.expand_dims(call.args[0], 2))
+    left, right = (int(p) for p in attrs.padding)
+    output = mutator.builder_.emit(
+        relax.op.nn.conv2d(
+            data_2d,
+            weight_2d,
+            strides=(1, int(attrs.strides[0])),
+            padding=(0, left, 0, right),
+            dilation=(1, int(attrs.dilation[0])),
+            groups=int(attrs.groups),
+            out_dtype="float32",
+        )
+    )
+    return relax.op.reshape(output, static_shape(call))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import (
     constant_or_self,
-    rewrite_functions,
+    rewrite_calls,
     static_float32_convolution,
     static_shape,
 )
@@ -29,59 +29,55 @@ if TYPE_CHECKING:
 
 
 def conv3d_as_conv2d(module: IRModule) -> IRModule:
+    return rewrite_calls(module, "relax.nn.conv3d", _as_conv2d)
+
+
+def _as_conv2d(mutator, call):
     import tvm
     from tvm import relax
 
-    conv3d = tvm.ir.Op.get("relax.nn.conv3d")
-
-    @relax.expr_functor.mutator
-    class _Conv3d(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != conv3d or not static_float32_convolution(call, "NCDHW", "OIDHW"):
-                return call
-            emit = self.builder_.emit
-            attrs = call.attrs
-            batch, channels, _, height, width = static_shape(call.args[0])
-            outputs, group_inputs, depth, kh, kw = static_shape(call.args[1])
-            frames, out_height, out_width = static_shape(call)[2:]
-            stride, dilation = int(attrs.strides[0]), int(attrs.dilation[0])
-            # (front, top, left, back, bottom, right)
-            front, top, left, back, bottom, right = (int(p) for p in attrs.padding)
-            data = call.args[0]
-            if front or back:
-                data = emit(relax.op.nn.pad(data, [0, 0, 0, 0, front, back, 0, 0, 0, 0]))
-            taps = []
-            for tap in range(depth):
-                first = tap * dilation
-                last = first + (frames - 1) * stride
-                frames_read = emit(
-                    relax.op.strided_slice(data, axes=[2], begin=[first], end=[last + 1], strides=[stride])
-                )
-                taps.append(emit(relax.op.expand_dims(frames_read, 2)))
-            stacked = taps[0] if depth == 1 else emit(relax.op.concat(taps, axis=2))
-            # [N, C, KD, D', H, W] -> [N * D', C * KD, H, W]
-            stacked = emit(relax.op.reshape(stacked, (batch, channels * depth, frames, height, width)))
-            frames_first = emit(relax.op.permute_dims(stacked, [0, 2, 1, 3, 4]))
-            images = emit(relax.op.reshape(frames_first, (batch * frames, channels * depth, height, width)))
-            weight = constant_or_self(self, call.args[1])
-            shape_2d = (outputs, group_inputs * depth, kh, kw)
-            if isinstance(weight, tvm.ir.GenericConst):
-                weight_2d = relax.const(weight.value.numpy().reshape(shape_2d))
-            else:
-                weight_2d = emit(relax.op.reshape(call.args[1], shape_2d))
-            output = emit(
-                relax.op.nn.conv2d(
-                    images,
-                    weight_2d,
-                    strides=(int(attrs.strides[1]), int(attrs.strides[2])),
-                    padding=(top, left, bottom, right),
-                    dilation=(int(attrs.dilation[1]), int(attrs.dilation[2])),
-                    groups=int(attrs.groups),
-                    out_dtype="float32",
-                )
-            )
-            output = emit(relax.op.reshape(output, (batch, frames, outputs, out_height, out_width)))
-            return relax.op.permute_dims(output, [0, 2, 1, 3, 4])
-
-    return rewrite_functions(module, _Conv3d(module))
+    if not static_float32_convolution(call, "NCDHW", "OIDHW"):
+        return call
+    emit = mutator.builder_.emit
+    attrs = call.attrs
+    batch, channels, _, height, width = static_shape(call.args[0])
+    outputs, group_inputs, depth, kh, kw = static_shape(call.args[1])
+    frames, out_height, out_width = static_shape(call)[2:]
+    stride, dilation = int(attrs.strides[0]), int(attrs.dilation[0])
+    # (front, top, left, back, bottom, right)
+    front, top, left, back, bottom, right = (int(p) for p in attrs.padding)
+    data = call.args[0]
+    if front or back:
+        data = emit(relax.op.nn.pad(data, [0, 0, 0, 0, front, back, 0, 0, 0, 0]))
+    taps = []
+    for tap in range(depth):
+        first = tap * dilation
+        last = first + (frames - 1) * stride
+        frames_read = emit(
+            relax.op.strided_slice(data, axes=[2], begin=[first], end=[last + 1], strides=[stride])
+        )
+        taps.append(emit(relax.op.expand_dims(frames_read, 2)))
+    stacked = taps[0] if depth == 1 else emit(relax.op.concat(taps, axis=2))
+    # [N, C, KD, D', H, W] -> [N * D', C * KD, H, W]
+    stacked = emit(relax.op.reshape(stacked, (batch, channels * depth, frames, height, width)))
+    frames_first = emit(relax.op.permute_dims(stacked, [0, 2, 1, 3, 4]))
+    images = emit(relax.op.reshape(frames_first, (batch * frames, channels * depth, height, width)))
+    weight = constant_or_self(mutator, call.args[1])
+    shape_2d = (outputs, group_inputs * depth, kh, kw)
+    if isinstance(weight, tvm.ir.GenericConst):
+        weight_2d = relax.const(weight.value.numpy().reshape(shape_2d))
+    else:
+        weight_2d = emit(relax.op.reshape(call.args[1], shape_2d))
+    output = emit(
+        relax.op.nn.conv2d(
+            images,
+            weight_2d,
+            strides=(int(attrs.strides[1]), int(attrs.strides[2])),
+            padding=(top, left, bottom, right),
+            dilation=(int(attrs.dilation[1]), int(attrs.dilation[2])),
+            groups=int(attrs.groups),
+            out_dtype="float32",
+        )
+    )
+    output = emit(relax.op.reshape(output, (batch, frames, outputs, out_height, out_width)))
+    return relax.op.permute_dims(output, [0, 2, 1, 3, 4])

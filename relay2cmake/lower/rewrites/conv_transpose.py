@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_calls, static_shape
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -38,36 +38,30 @@ def _non_overlapping(call, kernel: tuple[int, ...]) -> bool:
 
 
 def conv_transpose_as_matmul(module: IRModule) -> IRModule:
+    return rewrite_calls(module, "relax.nn.conv2d_transpose", _as_matmul)
+
+
+def _as_matmul(mutator, call):
     import tvm
     from tvm import relax
 
-    conv2d_transpose = tvm.ir.Op.get("relax.nn.conv2d_transpose")
-
-    @relax.expr_functor.mutator
-    class _ConvTranspose(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != conv2d_transpose:
-                return call
-            data, weight = call.args[0], constant_or_self(self, call.args[1])
-            shape, kernel = static_shape(data), static_shape(call.args[1])
-            if (
-                shape is None
-                or kernel is None
-                or not isinstance(weight, tvm.ir.GenericConst)
-                or str(data.ty.dtype) != "float32"
-                or str(weight.ty.dtype) != "float32"
-                or not _non_overlapping(call, kernel)
-            ):
-                return call
-            batch, channels, height, width = shape
-            _, outputs, kh, kw = kernel
-            emit = self.builder_.emit
-            pixels = emit(relax.op.reshape(emit(relax.op.permute_dims(data, [0, 2, 3, 1])), [-1, channels]))
-            weights = relax.const(weight.value.numpy().reshape(channels, outputs * kh * kw))
-            blocks = emit(relax.op.matmul(pixels, weights))  # [N*H*W, O*kh*kw], (o, ky, kx) inner
-            blocks = emit(relax.op.reshape(blocks, [batch, height, width, outputs, kh, kw]))
-            placed = emit(relax.op.permute_dims(blocks, [0, 3, 1, 4, 2, 5]))  # [N, O, H, kh, W, kw]
-            return relax.op.reshape(placed, [batch, outputs, height * kh, width * kw])
-
-    return rewrite_functions(module, _ConvTranspose(module))
+    data, weight = call.args[0], constant_or_self(mutator, call.args[1])
+    shape, kernel = static_shape(data), static_shape(call.args[1])
+    if (
+        shape is None
+        or kernel is None
+        or not isinstance(weight, tvm.ir.GenericConst)
+        or str(data.ty.dtype) != "float32"
+        or str(weight.ty.dtype) != "float32"
+        or not _non_overlapping(call, kernel)
+    ):
+        return call
+    batch, channels, height, width = shape
+    _, outputs, kh, kw = kernel
+    emit = mutator.builder_.emit
+    pixels = emit(relax.op.reshape(emit(relax.op.permute_dims(data, [0, 2, 3, 1])), [-1, channels]))
+    weights = relax.const(weight.value.numpy().reshape(channels, outputs * kh * kw))
+    blocks = emit(relax.op.matmul(pixels, weights))  # [N*H*W, O*kh*kw], (o, ky, kx) inner
+    blocks = emit(relax.op.reshape(blocks, [batch, height, width, outputs, kh, kw]))
+    placed = emit(relax.op.permute_dims(blocks, [0, 3, 1, 4, 2, 5]))  # [N, O, H, kh, W, kw]
+    return relax.op.reshape(placed, [batch, outputs, height * kh, width * kw])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import rewrite_calls, static_shape
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -31,53 +31,46 @@ def live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, befo
 
 
 def conv_dead_taps(module: IRModule) -> IRModule:
-    import tvm
+    return rewrite_calls(module, "relax.nn.conv2d", _without_dead_taps)
+
+
+def _without_dead_taps(mutator, call):
     from tvm import relax
 
-    conv2d = tvm.ir.Op.get("relax.nn.conv2d")
-
-    @relax.expr_functor.mutator
-    class _DeadTaps(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != conv2d or call.attrs.data_layout != "NCHW" or call.attrs.kernel_layout != "OIHW":
-                return call
-            data, weight, out = (static_shape(e) for e in (call.args[0], call.args[1], call))
-            if data is None or weight is None or out is None:
-                return call
-            attrs = call.attrs
-            top, left, bottom, right = (int(p) for p in attrs.padding)
-            cuts, padding = [], [[top, bottom], [left, right]]
-            for axis in range(2):
-                stride, dilation = int(attrs.strides[axis]), int(attrs.dilation[axis])
-                kernel, before = weight[2 + axis], padding[axis][0]
-                first, last = live_taps(data[2 + axis], out[2 + axis], kernel, stride, dilation, before)
-                new_before = before - first * dilation
-                new_after = (
-                    (out[2 + axis] - 1) * stride + (last - first) * dilation + 1 - data[2 + axis] - new_before
-                )
-                if new_before < 0 or new_after < 0:
-                    return call
-                cuts.append((first, last + 1))
-                padding[axis] = [new_before, new_after]
-            if all(cut == (0, k) for cut, k in zip(cuts, weight[2:], strict=True)):
-                return call
-            kept = self.builder_.emit(
-                relax.op.strided_slice(
-                    call.args[1], axes=[2, 3], begin=[c[0] for c in cuts], end=[c[1] for c in cuts]
-                )
-            )
-            return relax.op.nn.conv2d(
-                call.args[0],
-                kept,
-                strides=[int(s) for s in attrs.strides],
-                padding=(padding[0][0], padding[1][0], padding[0][1], padding[1][1]),
-                dilation=[int(d) for d in attrs.dilation],
-                groups=int(attrs.groups),
-                data_layout="NCHW",
-                kernel_layout="OIHW",
-                out_layout=attrs.out_layout,
-                out_dtype=attrs.out_dtype or None,
-            )
-
-    return rewrite_functions(module, _DeadTaps(module))
+    if call.attrs.data_layout != "NCHW" or call.attrs.kernel_layout != "OIHW":
+        return call
+    data, weight, out = (static_shape(e) for e in (call.args[0], call.args[1], call))
+    if data is None or weight is None or out is None:
+        return call
+    attrs = call.attrs
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    cuts, padding = [], [[top, bottom], [left, right]]
+    for axis in range(2):
+        stride, dilation = int(attrs.strides[axis]), int(attrs.dilation[axis])
+        kernel, before = weight[2 + axis], padding[axis][0]
+        first, last = live_taps(data[2 + axis], out[2 + axis], kernel, stride, dilation, before)
+        new_before = before - first * dilation
+        new_after = (out[2 + axis] - 1) * stride + (last - first) * dilation + 1 - data[2 + axis] - new_before
+        if new_before < 0 or new_after < 0:
+            return call
+        cuts.append((first, last + 1))
+        padding[axis] = [new_before, new_after]
+    if all(cut == (0, k) for cut, k in zip(cuts, weight[2:], strict=True)):
+        return call
+    kept = mutator.builder_.emit(
+        relax.op.strided_slice(
+            call.args[1], axes=[2, 3], begin=[c[0] for c in cuts], end=[c[1] for c in cuts]
+        )
+    )
+    return relax.op.nn.conv2d(
+        call.args[0],
+        kept,
+        strides=[int(s) for s in attrs.strides],
+        padding=(padding[0][0], padding[1][0], padding[0][1], padding[1][1]),
+        dilation=[int(d) for d in attrs.dilation],
+        groups=int(attrs.groups),
+        data_layout="NCHW",
+        kernel_layout="OIHW",
+        out_layout=attrs.out_layout,
+        out_dtype=attrs.out_dtype or None,
+    )

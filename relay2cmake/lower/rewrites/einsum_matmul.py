@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_functions, static_shape
+from relay2cmake.lower.rewrites.common import constant_or_self, rewrite_calls, static_shape
 
 if TYPE_CHECKING:
     from tvm.ir import IRModule
@@ -82,46 +82,41 @@ def product_plan(subscripts: str, left: list[int], right: list[int]) -> ProductP
 
 
 def einsum_as_matmul(module: IRModule) -> IRModule:
-    import tvm
+    return rewrite_calls(module, "relax.einsum", _as_matmul)
+
+
+def _arranged(emit, value, order: tuple[int, ...], shape: tuple[int, ...]):
+    """``value`` permuted by ``order`` and reshaped to ``shape``, each step only when needed."""
     from tvm import relax
 
-    einsum = tvm.ir.Op.get("relax.einsum")
+    if list(order) != sorted(order):
+        value = emit(relax.op.permute_dims(value, list(order)))
+    if tuple(static_shape(value) or ()) != shape:
+        value = emit(relax.op.reshape(value, shape))
+    return value
 
-    def arranged(emit, value, order: tuple[int, ...], shape: tuple[int, ...]):
-        if list(order) != sorted(order):
-            value = emit(relax.op.permute_dims(value, list(order)))
-        if tuple(static_shape(value) or ()) != shape:
-            value = emit(relax.op.reshape(value, shape))
-        return value
 
-    @relax.expr_functor.mutator
-    class _Einsum(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if call.op != einsum:
-                return call
-            operands = constant_or_self(self, call.args[0])
-            if not isinstance(operands, relax.Tuple) or len(operands.fields) != 2:
-                return call
-            left, right = operands.fields
-            shapes = [static_shape(left), static_shape(right), static_shape(call)]
-            if any(s is None for s in shapes) or any(
-                str(x.ty.dtype) != "float32" for x in (left, right, call)
-            ):
-                return call
-            plan = product_plan(str(call.attrs.subscripts), shapes[0], shapes[1])
-            if plan is None:
-                return call
-            emit = self.builder_.emit
-            # each step emitted only when another follows: the last is the call's replacement
-            result = relax.op.matmul(
-                arranged(emit, left, plan.left_order, plan.left_shape),
-                arranged(emit, right, plan.right_order, plan.right_shape),
-            )
-            if (*plan.left_shape[:-1], plan.right_shape[-1]) != plan.grouped_shape:
-                result = relax.op.reshape(emit(result), plan.grouped_shape)
-            if list(plan.output_order) != sorted(plan.output_order):
-                result = relax.op.permute_dims(emit(result), list(plan.output_order))
-            return result
+def _as_matmul(mutator, call):
+    from tvm import relax
 
-    return rewrite_functions(module, _Einsum(module))
+    operands = constant_or_self(mutator, call.args[0])
+    if not isinstance(operands, relax.Tuple) or len(operands.fields) != 2:
+        return call
+    left, right = operands.fields
+    shapes = [static_shape(left), static_shape(right), static_shape(call)]
+    if any(s is None for s in shapes) or any(str(x.ty.dtype) != "float32" for x in (left, right, call)):
+        return call
+    plan = product_plan(str(call.attrs.subscripts), shapes[0], shapes[1])
+    if plan is None:
+        return call
+    emit = mutator.builder_.emit
+    # each step emitted only when another follows: the last is the call's replacement
+    result = relax.op.matmul(
+        _arranged(emit, left, plan.left_order, plan.left_shape),
+        _arranged(emit, right, plan.right_order, plan.right_shape),
+    )
+    if (*plan.left_shape[:-1], plan.right_shape[-1]) != plan.grouped_shape:
+        result = relax.op.reshape(emit(result), plan.grouped_shape)
+    if list(plan.output_order) != sorted(plan.output_order):
+        result = relax.op.permute_dims(emit(result), list(plan.output_order))
+    return result
