@@ -597,7 +597,7 @@ def write_report(target: Path = ROOT / "docs" / "models.md") -> None:
         "2-core machine: real architectures from torchvision, timm and transformers (random "
         "weights, BatchNorm statistics randomised, or calibrated on a batch for Inception v3 and "
         "the detectors), batch 1, exported with the TorchScript "
-        "exporter at the opset shown (`onnx9`..`onnx18`), `torch.onnx.export(dynamo=True)` "
+        "exporter at the opset shown (`onnx9`..`onnx17`), `torch.onnx.export(dynamo=True)` "
         "(`dynamo`) or `torch.export` (`pt2`); `+caffe2` adds LRN and mask-keeping Dropout "
         "like old Caffe2-converted zoo files (`-ir3`: initializers also graph inputs). Pass means "
         "gen, build, ctest and every output within rtol 1e-3 / atol 1e-4 of ONNX Runtime "
