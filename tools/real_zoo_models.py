@@ -136,6 +136,37 @@ def randomize_batchnorm(module, rng: np.random.Generator) -> None:
                 m.bias.data.copy_(torch.from_numpy(rng.uniform(-0.2, 0.2, n).astype(np.float32)))
 
 
+def randomize_constant_parameters(module, rng: np.random.Generator) -> None:
+    """Random values for parameters initialised to one small constant, which hide the layers
+    they belong to: zero classifier heads (timm's MLP-Mixer and Sequencer returned all-zero
+    logits, so the comparison with ONNX Runtime could not fail), layer scales of 1e-5 or
+    1e-6 (ConvNeXt, PoolFormer, CaiT, ...: each block's branch reached the output at a
+    hundred-thousandth of its size, below the tolerance), GRN's zero gamma and beta. The
+    zero biases of linear, convolution and normalization layers stay."""
+    import torch
+
+    layers = (
+        torch.nn.Linear,
+        torch.nn.modules.conv._ConvNd,
+        torch.nn.modules.batchnorm._BatchNorm,
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+    )
+    for owner in module.modules():
+        for name, parameter in owner.named_parameters(recurse=False):
+            values = parameter.detach()
+            if values.numel() < 2 or bool(values.max() != values.min()) or float(values.abs().max()) > 1e-3:
+                continue
+            if isinstance(owner, layers) and name == "bias":
+                continue
+            shape = tuple(values.shape)
+            if values.ndim >= 2:  # a weight matrix: as a fan-in-scaled initialisation would
+                new = rng.standard_normal(shape) / np.sqrt(values[0].numel())
+            else:  # a scale of a residual branch
+                new = rng.uniform(0.2, 0.6, shape)
+            parameter.data.copy_(torch.from_numpy(new.astype(np.float32)))
+
+
 def _image(rng: np.random.Generator, shape=IMAGE) -> dict[str, np.ndarray]:
     return {"input": rng.standard_normal(shape).astype(np.float32)}
 
@@ -162,6 +193,7 @@ def _torchvision(name: str, shape=IMAGE, calibrate: bool = False, **kwargs):
             module = getattr(module, part)
         module = module(weights=None, **kwargs)
         randomize_batchnorm(module, rng)
+        randomize_constant_parameters(module, rng)
         inputs = _image(rng, shape)
         if calibrate:
             module.eval()
@@ -179,6 +211,7 @@ def _timm(name: str, shape=IMAGE):
 
         module = timm.create_model(name, pretrained=False)
         randomize_batchnorm(module, rng)
+        randomize_constant_parameters(module, rng)
         return module, _image(rng, shape)
 
     return build
