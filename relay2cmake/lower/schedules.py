@@ -1363,7 +1363,15 @@ def _schedule_viewed_transpose(func: PrimFunc, options: ScheduleOptions) -> Prim
         [*(tirx.DeclBuffer(v, data=s.data) for v, s in zip(copied_views, sources, strict=True)), root.body]
     )
     root = s_tir.SBlock(
-        root.iter_vars, root.reads, root.writes, root.name_hint, declared, root.init, root.alloc_buffers
+        root.iter_vars,
+        root.reads,
+        root.writes,
+        root.name_hint,
+        declared,
+        root.init,
+        root.alloc_buffers,
+        root.match_buffers,
+        root.annotations,
     )
     return tirx.PrimFunc(params, s_tir.SBlockRealize([], True, root), attrs=scheduled.attrs)
 
@@ -1997,7 +2005,12 @@ def _schedule_with(func, options: ScheduleOptions):
         reduced = False
     if reduced:
         return infinite_reduction_identities(last_axis.mod["main"])
-    transposed = _schedule_transpose(func, options) or _schedule_viewed_transpose(func, options)
+    transposed = _schedule_transpose(func, options)
+    if transposed is None:
+        try:
+            transposed = _schedule_viewed_transpose(func, options)
+        except Exception:  # a view or a stage the tiles cannot take: the schedules below
+            transposed = None
     if transposed is None:
         try:
             transposed = _schedule_gather_then_transpose(func, options)
