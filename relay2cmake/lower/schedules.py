@@ -1065,10 +1065,7 @@ def _schedule_ragged_rows(sch, options: ScheduleOptions) -> bool:
     for block in _reduction_blocks(sch):
         *rows, k = sch.get_loops(block)
         ragged = _extent(sch, k) % lanes != 0
-        _, lane = sch.split(k, [None, lanes])
-        # the lanes last in the partial results: one vector store per row
-        partial = sch.rfactor(lane, factor_axis=len(sch.get(block).writes[0].region))
-        sch.vectorize(sch.get_loops(partial)[-1])
+        partial = _partials_in_lanes(sch, block, lanes)
         for half in _halving_combination(sch, block, lanes):  # (loops: rows, pair, lane)
             sch.vectorize(sch.get_loops(half)[-1])
         if options.parallel and rows:
@@ -1170,11 +1167,8 @@ def _schedule_last_axis_reduction(sch, options: ScheduleOptions) -> bool:
     if extent < RAGGED_ROW * lanes:
         return False
     _inline_elementwise_producers(sch, block)
-    *rows, k = sch.get_loops(block)
-    _, lane = sch.split(k, [None, lanes])
-    # the lanes last in the partial results: one vector store per row
-    partial = sch.rfactor(lane, factor_axis=len(sch.get(block).writes[0].region))
-    sch.vectorize(sch.get_loops(partial)[-1])
+    *rows, _ = sch.get_loops(block)
+    partial = _partials_in_lanes(sch, block, lanes)
     row = sch.get_loops(partial)[len(rows) - 1]
     halves = _halving_combination(sch, block, lanes)
     later = [halves[0] if halves else block]  # the others follow as its consumers
@@ -1192,6 +1186,26 @@ def _schedule_last_axis_reduction(sch, options: ScheduleOptions) -> bool:
         # (compute_at drops a block's predicate: a row read past its end.)
         raise RuntimeError("the partial results' last vector lost its predicate")
     return True
+
+
+def _partials_in_lanes(sch, block, lanes: int):
+    """The block's last-axis reduction into ``lanes`` partial results a row, vectorized (the
+    last vector predicated when the row is not whole vectors); returns the partial block."""
+    _, lane = sch.split(sch.get_loops(block)[-1], [None, lanes])
+    # the lanes last in the partial results: one vector store per row
+    partial = sch.rfactor(lane, factor_axis=len(sch.get(block).writes[0].region))
+    sch.vectorize(sch.get_loops(partial)[-1])
+    return partial
+
+
+def _block_analyzer(block):
+    """An arithmetic analyzer that knows the ranges of ``block``'s iterators."""
+    import tvm
+
+    analyzer = tvm.sym.Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, iv.dom)
+    return analyzer
 
 
 def _predicated(func, written) -> bool:
@@ -1332,9 +1346,7 @@ def _schedule_viewed_transpose(func: PrimFunc, options: ScheduleOptions) -> Prim
             or str(source.dtype) != str(store.buffer.dtype)
         ):
             return block
-        analyzer = tvm.sym.Analyzer()
-        for iv in block.iter_vars:
-            analyzer.bind(iv.var, iv.dom)
+        analyzer = _block_analyzer(block)
         difference = flat(load.indices, source.shape) - flat(store.indices, store.buffer.shape)
         if not analyzer.can_prove_equal(difference, 0):
             return block
@@ -1695,9 +1707,7 @@ def _loads_within_ranges(block):
 
     if not block.iter_vars:
         return block
-    analyzer = tvm.sym.Analyzer()
-    for iv in block.iter_vars:
-        analyzer.bind(iv.var, iv.dom)
+    analyzer = _block_analyzer(block)
 
     def load(node):
         return tirx.BufferLoad(node.source, [analyzer.simplify(i) for i in node.indices])
