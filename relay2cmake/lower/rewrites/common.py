@@ -47,6 +47,25 @@ def rewrite_calls(
     return rewrite_functions(module, _Calls(module))
 
 
+def calls_to(module: IRModule, op_name: str | None = None) -> list[relax.Call]:
+    """Every call of the Relax operator ``op_name`` (of any operator when None) in the Relax
+    functions of ``module``, inner calls first."""
+    import tvm
+    from tvm import relax
+
+    op = tvm.ir.Op.get(op_name) if op_name else None
+    found: list = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and (op is None or expr.op == op):
+            found.append(expr)
+
+    for func in module.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return found
+
+
 def static_shape(expr: relax.Expr) -> list[int] | None:
     """The expression's shape when every dimension is a constant, else None."""
     return static_dims(getattr(expr, "ty", None))

@@ -23,6 +23,7 @@ from relay2cmake.errors import describe
 from relay2cmake.lower.rewrites import winograd
 from relay2cmake.lower.rewrites.common import (
     batch_and_static_shape,
+    calls_to,
     constant_or_self,
     rewrite_functions,
     static_shape,
@@ -290,21 +291,10 @@ def _packed_int8(weight):
 
 def has_uint8_convolutions(module: IRModule) -> bool:
     """Whether ``module`` convolves uint8 data with int8 weights (a quantized model)."""
-    import tvm
-    from tvm import relax
-
-    conv2d = tvm.ir.Op.get("relax.nn.conv2d")
-    found = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and expr.op == conv2d:
-            dtypes = [str(getattr(a.ty, "dtype", "")) for a in expr.args[:2]]
-            found.append(dtypes == ["uint8", "int8"])
-
-    for func in module.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return any(found)
+    return any(
+        [str(getattr(a.ty, "dtype", "")) for a in call.args[:2]] == ["uint8", "int8"]
+        for call in calls_to(module, "relax.nn.conv2d")
+    )
 
 
 def _kind(call) -> str | None:
@@ -361,20 +351,7 @@ def _winograd_qualifies(kernel, attrs, out_shape: list, batch_ranges: dict[str, 
 
 
 def _has_conv2d(module) -> bool:
-    import tvm
-    from tvm import relax
-
-    conv2d = tvm.ir.Op.get("relax.nn.conv2d")
-    found = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and expr.op == conv2d:
-            found.append(expr)
-
-    for func in module.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return bool(found)
+    return bool(calls_to(module, "relax.nn.conv2d"))
 
 
 _BARRIER = "relay2cmake.layout_barrier."  # hides one call from layout conversion
@@ -394,19 +371,10 @@ def _convert_layout(module):
 
 def _operators(module) -> list[str]:
     """The Relax operators ``module`` calls besides convolutions, in order of first use."""
-    import tvm
-    from tvm import relax
-
     names: dict[str, None] = {}
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            if expr.op.name not in _CONVOLUTIONS and not expr.op.name.startswith("relax.call_"):
-                names.setdefault(expr.op.name)
-
-    for func in module.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
+    for call in calls_to(module):
+        if call.op.name not in _CONVOLUTIONS and not call.op.name.startswith("relax.call_"):
+            names.setdefault(call.op.name)
     return list(names)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from relay2cmake.lower.rewrites.common import (
+    calls_to,
     constant_or_self,
     rewrite_calls,
     static_float32_convolution,
@@ -44,30 +45,13 @@ def conv3d_as_conv2d(module: IRModule) -> IRModule:
 
     from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
 
-    calls = _conv3d_calls(module)
+    calls = calls_to(module, "relax.nn.conv3d")
     if not calls:
         return module
     if all(static_float32_convolution(call, "NCDHW", "OIDHW") for call in calls):
         converted = relax.transform.ConvertLayout({"relax.nn.conv3d": ["NDHWC", "DHWIO"]})(module)
         module = fold_constant_transposes(converted)  # the weights' DHWIO transposes
     return rewrite_calls(module, "relax.nn.conv3d", _as_conv2d)
-
-
-def _conv3d_calls(module: IRModule) -> list:
-    import tvm
-    from tvm import relax
-
-    conv3d = tvm.ir.Op.get("relax.nn.conv3d")
-    found: list = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and expr.op == conv3d:
-            found.append(expr)
-
-    for func in module.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return found
 
 
 def _as_conv2d(mutator, call):

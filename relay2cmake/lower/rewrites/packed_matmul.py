@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from relay2cmake.lower.rewrites.common import (
     adopted_constant,
+    calls_to,
     constant_or_self,
     number_or_expression,
     rewrite_functions,
@@ -160,21 +161,12 @@ def _take_packed(indices, packed, rows: int):
 def _constant_take_tables(module) -> set[tuple[int, ...]]:
     """Shapes of the float32 constants that a ``take`` along axis 0 reads."""
     import tvm
-    from tvm import relax
 
-    take = tvm.ir.Op.get("relax.take")
-    shapes: set[tuple[int, ...]] = set()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and expr.op == take and expr.args:
-            table = expr.args[0]
-            if isinstance(table, tvm.ir.GenericConst) and str(table.value.dtype) == "float32":
-                shapes.add(tuple(int(d) for d in table.value.shape))
-
-    for func in module.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return shapes
+    return {
+        tuple(int(d) for d in call.args[0].value.shape)
+        for call in calls_to(module, "relax.take")
+        if isinstance(call.args[0], tvm.ir.GenericConst) and str(call.args[0].value.dtype) == "float32"
+    }
 
 
 def _key(matrix) -> bytes:
