@@ -261,7 +261,7 @@ def convolution(
     height, width, channels = (int(d) for d in out_shape[1:])
     static = isinstance(batch, int)
     images = images_per_pass(list(hwio.shape), list(out_shape)) if static else batch
-    transformed_filter_ = relax.const(transformed_filter(hwio))
+    filter_constant = relax.const(transformed_filter(hwio))  # one for every pass
     outputs = []
     for first_image in range(0, batch, images) if static else [0]:
         transformed = builder.emit(
@@ -279,7 +279,7 @@ def convolution(
             builder.call_te(
                 product,
                 transformed,
-                transformed_filter_,
+                filter_constant,
                 channels=channels,
                 primfunc_name_hint="winograd_product",
             )
