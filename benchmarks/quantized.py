@@ -170,7 +170,7 @@ def run_variant(entry: Entry, kind: str, bench: bool, target: str | None = None,
         np.save(input_paths[-1], value)
     rz.run_cli(cli, input_paths, work / "out")
     ours = [np.load(work / "out" / f"output_{i}.npy") for i in range(len(metadata["outputs"]))]
-    session = rz.onnxruntime_session(model_path, 1)
+    session = rz.onnxruntime_session(model_path, 1, exact_integers=True)
     feeds = rz.ort_feeds(session, inputs)
     result["agreement"] = agreement(ours, session.run(None, feeds), output_quanta(onnx.load(str(model_path))))
     result["weights_bytes"] = package_bytes(package)

@@ -345,13 +345,19 @@ def ordered_inputs(metadata: dict, inputs: dict[str, np.ndarray]) -> list[np.nda
     ]
 
 
-def onnxruntime_session(path: Path, threads: int):
+def onnxruntime_session(path: Path, threads: int, exact_integers: bool = False):
+    """``exact_integers`` for the reference outputs (``ONNXRUNTIME_EXACT_INTEGERS``); timings
+    use ONNX Runtime's defaults, as a user gets them."""
     import onnxruntime
+
+    from relay2cmake.frontends.onnx import ONNXRUNTIME_EXACT_INTEGERS
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    if exact_integers:
+        options.add_session_config_entry(*ONNXRUNTIME_EXACT_INTEGERS)
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
@@ -407,14 +413,14 @@ def check_outputs(entry, path, cli, input_paths, inputs, metadata, work, result)
     run_cli(cli, input_paths, work / "out")
     ours = [np.load(work / "out" / f"output_{i}.npy") for i in range(len(metadata["outputs"]))]
     if entry.is_onnx:
-        session = onnxruntime_session(path, 2)
+        session = onnxruntime_session(path, 2, exact_integers=True)
         reference = session.run(None, ort_feeds(session, inputs))
         result["compare"] = {"reference": "onnxruntime", **compare(ours, reference)}
     else:
         result["compare"] = {"reference": "pytorch", **compare(ours, torch_reference(entry.model))}
         sibling = onnx_sibling(entry)
         if sibling is not None:
-            session = onnxruntime_session(sibling, 2)
+            session = onnxruntime_session(sibling, 2, exact_integers=True)
             reference = session.run(None, ort_feeds(session, inputs))
             result["compare_onnxruntime"] = {"model": sibling.name, **compare(ours, reference)}
     if not result["compare"]["ok"]:

@@ -138,6 +138,7 @@ def generate(options: GenerateOptions, progress: Steps = _silent) -> GenerateRep
         tuple(f"fallback: {line}" for line in package.fallbacks)
         + tuple(f"golden reference: {note}" for note in reference.notes)
         + ((f"the package was not checked: {package.check.skipped}.",) if package.check.skipped else ())
+        + ((f"not checked: {package.check.not_run}.",) if package.check.not_run else ())
         + (
             (f"the package FAILS its golden test ({'; '.join(package.check.failures)[:600]}); written "
              "because of --allow-unverified.",)
@@ -330,11 +331,14 @@ class _Builder:
         if options.self_check:
             arches = tuple(lowered.code.objects)
             twins = tuple(twin.label for twin in lowered.code.twins(self_check.HOST_ARCH or ""))
+            host_objects = next(
+                (t for t in targets if t.arch == self_check.HOST_ARCH and t.arch in arches), None
+            )
             external = plan.weight_bytes >= EXTERNAL_WEIGHTS_FROM
             check = timed(
                 "check",
                 "Checking the package: building it and running its golden test",
-                lambda: self_check.check_package(staging, self.prefix, arches, twins, external),
+                lambda: self_check.check_package(staging, self.prefix, arches, twins, external, host_objects),
             )
         return _Package(identity, lowered, plan, files, staging, check, fallbacks)
 
@@ -351,7 +355,9 @@ class _Builder:
         elif check.failures:
             summary = f"FAILED, written with --allow-unverified: {'; '.join(check.failures)}"
         else:
-            summary = f"passed ({', '.join(check.checked)})"
+            summary = f"passed ({', '.join(check.checked)})" + (
+                f"; not run: {check.not_run}" if check.not_run else ""
+            )
         files = self._render(package.identity, package.plan, package.fallbacks, summary)
         for relative in ("metadata.json", "README.md"):
             (package.staging / relative).write_bytes(files[relative])

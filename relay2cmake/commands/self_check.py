@@ -36,18 +36,22 @@ class CheckResult:
     checked: tuple[str, ...]  # variants that built and passed
     failures: tuple[str, ...]  # one line per failing variant: which outputs, by how much
     skipped: str | None = None  # why nothing could be checked
+    not_run: str | None = None  # an object set this CPU cannot run, so it was not checked
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
 
-def variants(prefix: str, object_arches: tuple[str, ...], twins: tuple[str, ...] = ()) -> list[Variant]:
+def variants(
+    prefix: str, object_arches: tuple[str, ...], twins: tuple[str, ...] = (), host_runs_objects: bool = True
+) -> list[Variant]:
     """The kernel sets this machine runs: the host's objects (the first of its ``twins``
-    (labels) the CPU has, each further one it has alone, and none) and the C kernels."""
+    (labels) the CPU has, each further one it has alone, and none) unless their base set needs
+    instructions this CPU lacks (``host_runs_objects``), and the C kernels."""
     upper = prefix.upper()
     found = []
-    if HOST_ARCH in object_arches:
+    if HOST_ARCH in object_arches and host_runs_objects:
         found.append(Variant(f"{HOST_ARCH} objects", ()))
         runs = [label for label in twins if host_runs(KernelTarget.from_label(label))]
         for label in runs[1:]:  # the first build runs runs[0]
@@ -70,9 +74,21 @@ def _failed_outputs(log: str) -> str:
 
 
 def check_package(
-    package: Path, prefix: str, object_arches: tuple[str, ...], twins: tuple[str, ...], external_weights: bool
+    package: Path,
+    prefix: str,
+    object_arches: tuple[str, ...],
+    twins: tuple[str, ...],
+    external_weights: bool,
+    host_objects: KernelTarget | None = None,
 ) -> CheckResult:
+    """``host_objects``: the base object set for this machine's architecture, when the package
+    has one: a set built for a newer CPU (``--target x86_64:x86-64-v3+avxvnni`` on a CPU
+    without AVX-VNNI) cannot run here, and is left out of the check, which says so."""
     upper = prefix.upper()
+    runnable = host_objects is None or host_runs(host_objects)
+    not_run = None
+    if host_objects is not None and not runnable:
+        not_run = f"{host_objects.label} objects (this CPU lacks their instructions)"
     common = (
         f"-D{upper}_BUILD_TESTS=ON",
         f"-D{upper}_BUILD_TOOLS=OFF",
@@ -82,7 +98,7 @@ def check_package(
     checked, failures = [], []
     scratch = tempfile.mkdtemp(prefix="relay2cmake-check-")
     try:
-        for index, variant in enumerate(variants(prefix, object_arches, twins)):
+        for index, variant in enumerate(variants(prefix, object_arches, twins, runnable)):
             build_dir = Path(scratch) / f"b{index}"
             try:
                 cmake_runner.configure(package, build_dir, *common, *variant.definitions)
@@ -104,7 +120,7 @@ def check_package(
             checked.append(variant.label)
     finally:  # also when interrupted: CMake's killed children may still be writing
         cmake_runner.remove_build_tree(Path(scratch))
-    return CheckResult(tuple(checked), tuple(failures))
+    return CheckResult(tuple(checked), tuple(failures), not_run=not_run)
 
 
 def _no_compiler(log: str) -> bool:

@@ -21,7 +21,7 @@ import onnx
 import pytest
 from model_zoo import save_model
 from onnx import TensorProto, helper, numpy_helper
-from packaging_helpers import SAMPLE_APPS, WARNINGS, cmake, configure_build, ctest, run
+from packaging_helpers import SAMPLE_APPS, WARNINGS, cmake, configure_build, ctest, onnxruntime_reference, run
 
 from relay2cmake.commands.generate import GenerateOptions, generate
 from relay2cmake.commands.inspect import inspect_model
@@ -123,7 +123,6 @@ def _output_quanta(model: onnx.ModelProto) -> dict[str, float]:
 # qdq-int8: int8 activations (ONNX Runtime's default), moved to uint8 for the convolutions
 @pytest.mark.parametrize("kind", ["qdq", "qdq-int8", "qoperator", "dynamic"])
 def test_quantized_models_match_onnxruntime(kind, tmp_path):
-    import onnxruntime
 
     model_path = _quantized(kind, tmp_path)
     model = onnx.load(str(model_path))
@@ -152,7 +151,7 @@ def test_quantized_models_match_onnxruntime(kind, tmp_path):
         assert stored < 0.35 * 4 * floats, (stored, 4 * floats)
     configure_build(tmp_path / "pkg", tmp_path / "build")
     cli = glob.glob(str(tmp_path / "build" / "quantized_cli"))[0]
-    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    session = onnxruntime_reference(model_path)
     quanta = _output_quanta(model)
     names = [o.name for o in model.graph.output]
     rng = np.random.default_rng(2)
@@ -184,12 +183,10 @@ def _build_and_compare(
     """gen, a CMake build, and each of ``feeds`` through the cli against ONNX Runtime: every
     output element within one quantum (``quanta``: output name -> scale; else exactly equal)
     and 99% equal (``exact``: all)."""
-    import onnxruntime
-
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name=name))
     configure_build(tmp_path / "pkg", tmp_path / "build")
     cli = glob.glob(str(tmp_path / "build" / f"{name.lower()}_cli"))[0]
-    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    session = onnxruntime_reference(model_path)
     names = [o.name for o in session.get_outputs()]
     for trial, inputs in enumerate(feeds):
         files = []
@@ -264,7 +261,6 @@ def test_qdq_average_pool_rounds_as_onnxruntime(tmp_path):
     odd zero point a 2x2 average's ties (a quarter of the values) land one step from
     QuantizeLinear's rounding, and a quantized DenseNet-121's outputs were 24% one step from
     ONNX Runtime's. Folded the same way, every byte equals ONNX Runtime's."""
-
     nodes = [
         helper.make_node("DequantizeLinear", ["x", "s", "z"], ["f"]),
         helper.make_node("AveragePool", ["f"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
@@ -295,7 +291,6 @@ def test_qlinear_add_rounds_ties_as_onnxruntime(scales, tmp_path):
     and 40.500008 fused: ONNX Runtime writes 41. With a ViT-Tiny's, k rounded twice (not
     fused) put 189 + 179 at 190.5, where ONNX Runtime writes 191. Over every pair (a, b), every
     byte equals ONNX Runtime's."""
-
     node = helper.make_node(
         "QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft"
     )
@@ -366,10 +361,9 @@ def test_quantized_attention_and_softmax_match_onnxruntime(tmp_path):
     _build_and_compare(path, tmp_path, "QAttention", feeds, exact=True)
     # gen's golden outputs are ONNX Runtime's as a user runs it (QDQ groups as integer
     # kernels), not the float graph as written, whose sums round apart
-    import onnxruntime
 
     golden = tmp_path / "pkg" / "tests" / "golden"
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = onnxruntime_reference(path)
     names = [i.name for i in session.get_inputs()]
     recorded = {n: np.load(golden / f"input_{i}.npy") for i, n in enumerate(names)}
     for index, want in enumerate(session.run(None, recorded)):
@@ -380,7 +374,6 @@ def test_qlinear_where_matches_onnxruntime(tmp_path):
     """com.microsoft QLinearWhere (ONNX Runtime 1.32's quantizer fails on Where, so written by
     hand): each input dequantized with its own scale and zero point, chosen, quantized to z's;
     broadcasting y; exactly ONNX Runtime's bytes."""
-
     node = helper.make_node(
         "QLinearWhere", ["cond", "x", "xs", "xz", "y", "ys", "yz", "zs", "zz"], ["z"], domain="com.microsoft"
     )
@@ -421,8 +414,6 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruc
     golden test and cli under qemu (whose CPU has both), every quantized output element
     within a quantum of ONNX Runtime's (x86) and 99% equal, as on x86; on a Cortex-A53
     (ARMv8.0) the default set's package runs its base set and gives the same outputs."""
-    import onnxruntime
-
     model_path = _quantized("qdq", tmp_path)
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QArm", targets=(target,)))
     objects = tmp_path / "pkg" / "objects" / "aarch64"
@@ -458,7 +449,7 @@ def test_quantized_cnn_on_aarch64_matches_onnxruntime_under_qemu(target, instruc
         for produced in sorted((tmp_path / "out").glob("*.npy")):
             assert np.array_equal(np.load(produced), np.load(tmp_path / "older" / produced.name)), produced
     model = onnx.load(str(model_path))
-    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    session = onnxruntime_reference(model_path)
     names = [o.name for o in model.graph.output]
     quanta = _output_quanta(model)
     for index, (name, want) in enumerate(zip(names, session.run(names, inputs), strict=True)):
@@ -474,8 +465,6 @@ def test_quantized_cnn_with_avx_vnni_matches_onnxruntime(tmp_path):
     every output within a quantum of ONNX Runtime's and 99% equal; a CPU without AVX-VNNI
     gets an error from the context, not SIGILL (checked through CPUID: Clang 14's
     ``__builtin_cpu_supports`` has no name for it)."""
-    import onnxruntime
-
     model_path = _quantized("qdq", tmp_path)
     target = "x86_64:x86-64-v3+avxvnni"
     generate(GenerateOptions(model=model_path, out=tmp_path / "pkg", name="QVnni", targets=(target,)))
@@ -497,7 +486,7 @@ def test_quantized_cnn_with_avx_vnni_matches_onnxruntime(tmp_path):
         pytest.skip("this CPU has no AVX-VNNI: only the refusal was checked")
     assert ran.returncode == 0 and f"kernels {target}\n" in ran.stdout, ran
     model = onnx.load(str(model_path))
-    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    session = onnxruntime_reference(model_path)
     names = [o.name for o in model.graph.output]
     quanta = _output_quanta(model)
     for index, (name, want) in enumerate(zip(names, session.run(names, inputs), strict=True)):

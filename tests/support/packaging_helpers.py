@@ -177,10 +177,20 @@ def random_inputs(metadata: dict, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def onnxruntime_outputs(model: Path, metadata: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def onnxruntime_reference(model: Path):
+    """An ONNX Runtime session to compare with: its 8-bit sums exact on every x86 machine
+    (``ONNXRUNTIME_EXACT_INTEGERS``), as the package's are."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    from relay2cmake.frontends.onnx import ONNXRUNTIME_EXACT_INTEGERS
+
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry(*ONNXRUNTIME_EXACT_INTEGERS)
+    return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def onnxruntime_outputs(model: Path, metadata: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    session = onnxruntime_reference(model)
     feeds = {spec["name"]: array for spec, array in zip(metadata["inputs"], inputs, strict=True)}
     return session.run([o["name"] for o in metadata["outputs"]], feeds)
 

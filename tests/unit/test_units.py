@@ -1209,3 +1209,21 @@ def test_the_reference_evaluators_atrous_conv_takes_little_memory():
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[0] * 10 < peaks[1], peaks
+
+
+def test_the_self_check_leaves_out_objects_this_cpu_cannot_run():
+    """``--target x86_64:x86-64-v3+avxvnni`` generated on a CPU without AVX-VNNI: the package
+    refuses to run those objects here, so gen checks the C kernels and says what it left out
+    (it failed the whole generation: "context_create failed")."""
+    from relay2cmake.commands import self_check
+    from relay2cmake.targets import KernelTarget
+
+    if self_check.HOST_ARCH != "x86_64":
+        pytest.skip("an x86-64 machine's object sets")
+    both = self_check.variants("m", ("x86_64",), ())
+    assert [v.label for v in both] == ["x86_64 objects", "portable C kernels"]
+    alone = self_check.variants("m", ("x86_64",), (), host_runs_objects=False)
+    assert [v.label for v in alone] == ["portable C kernels"]
+    impossible = KernelTarget("x86_64", "x86-64-v3+avxvnni+avx512vnni+amx-int8")
+    result = self_check.check_package(Path("/nonexistent"), "m", (), (), False, impossible)
+    assert result.not_run == f"{impossible.label} objects (this CPU lacks their instructions)"
