@@ -47,6 +47,7 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
     if family == "conv_family":  # the 3x3 stride-1 conv on 14 x 14 (the others are 7 x 7)
         assert sum(name.startswith("winograd_product") for name in scheduled) == 1, scheduled
         assert any("group_conv2d_nhwc" in name for name in scheduled), scheduled
+        assert "repeat" in scheduled, scheduled  # the channel multiplier's
         # squeeze-excite: the sigmoid's conv and the image times its scales, one kernel
         assert any("conv2d_nhwc" in name and name.endswith("multiply") for name in scheduled), scheduled
     if family == "awkward_family":  # the 1-D convolution runs as our 2-D one of height 1

@@ -457,8 +457,9 @@ def conv_family() -> onnx.ModelProto:
     epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
     a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd),
     odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
-    block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), and a grouped
-    convolution (two groups of 12 channels: 4-lane vectors). Between the 1x1 and the 14 x 14
+    block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), a grouped
+    convolution (two groups of 12 channels: 4-lane vectors) and a strided depthwise one with
+    two outputs per channel (a depthwise conv of the repeated channels). Between the 1x1 and the 14 x 14
     conv, a squeeze-excite block: its second 1x1 conv (on a 1 x 1 image) ends in a sigmoid
     computed once per channel, and the image times those scales is a vectorized stage of its
     kernel."""
@@ -482,6 +483,7 @@ def conv_family() -> onnx.ModelProto:
         "q7": [helper.make_node("Add", ["q7", "r7"], ["sum7"])],
         "odd": [helper.make_node("Relu", ["odd"], ["r_odd"])],
         "g2": [helper.make_node("Relu", ["g2"], ["r_g2"])],
+        "dm": [helper.make_node("Relu", ["dm"], ["r_dm"])],
         "few": [helper.make_node("GlobalAveragePool", ["few"], ["y"])],
     }
     for args in [
@@ -497,7 +499,8 @@ def conv_family() -> onnx.ModelProto:
         ("q7", "rp7", "q7", 272, 32, 3),
         ("odd", "sum7", "odd", 32, 24, 3),
         ("g2", "r_odd", "g2", 24, 24, 3, 1, 2),
-        ("few", "r_g2", "few", 24, 20, 3),
+        ("dm", "r_g2", "dm", 24, 48, 3, 2, 24),
+        ("few", "r_dm", "few", 48, 20, 3),
     ]:
         node, weights = _conv(*args)
         nodes += [node, *epilogues[args[0]]]

@@ -250,6 +250,40 @@ def test_grouped_conv_vectors_stay_inside_a_group(groups, group_inputs, group_ou
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("multiplier", [2, 3])
+def test_a_depthwise_conv_with_a_channel_multiplier_runs_on_repeated_channels(multiplier):
+    """FastViT's downsampling (after a 1x1 conv): a 7x7 and a 3x3 conv, stride 2, each input channel to
+    ``multiplier`` outputs (groups = input channels). As grouped convs their vectors were
+    ``multiplier`` lanes wide (5-13 GFLOPS); they become depthwise convs of the input with its
+    channels repeated, one repeat shared by both, and compute TVM's own grouped conv."""
+    from tvm import relax
+
+    channels = 8
+    rng = np.random.default_rng(multiplier)
+    x = rng.standard_normal((1, channels, 11, 11)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            pointwise = rng.standard_normal((channels, channels, 1, 1)).astype("float32")
+            image = bb.emit(relax.op.nn.conv2d(data, relax.const(pointwise)))  # channels-last from here
+            branches = []
+            for kernel in (7, 3):
+                weight = rng.standard_normal((channels * multiplier, 1, kernel, kernel)).astype("float32")
+                conv = relax.op.nn.conv2d(
+                    image, relax.const(weight), strides=2, padding=kernel // 2, groups=channels
+                )
+                branches.append(bb.emit(conv))
+            out = bb.emit_output(bb.emit(relax.op.add(*branches)))
+        bb.emit_func_output(out)
+    original = bb.get()
+    rewritten = nhwc.convolutions_channels_last(original)
+    script = rewritten.script()
+    assert "group_conv2d" not in script and script.count("depthwise_conv2d_nhwc") >= 2, script
+    assert script.count("R.repeat(") == 1, script
+    np.testing.assert_allclose(_run_relax(rewritten, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)
+
+
 def _scheduled_1x1_conv(x, weights, channels: int, options, computed: int | None = None):
     """A 1x1 conv of ``x`` to ``channels`` with ``weights`` as the kernel takes them (packed
     or widened), scheduled with ``options``."""

@@ -45,6 +45,12 @@ DEPTHWISE_BLOCK = "r2c_depthwise_conv2d_nhwc"
 GROUPED_BLOCK = "r2c_group_conv2d_nhwc"
 UINT8_BLOCK = "r2c_conv2d_nhwc_u8s8"
 DOT_INPUTS = 4  # input channels one integer dot-product lane sums (VNNI's vpdpbusd)
+# A depthwise conv with a channel multiplier under this (FastViT's downsampling: each input
+# channel to two outputs) is a depthwise conv of its input with every channel repeated: as a
+# grouped conv its vectors, one per group, were 2 lanes wide (5-13 GFLOPS; FastViT-T8's
+# largest kernel). The repeat is one copy of the input, times the multiplier. From 8 outputs
+# a group the grouped conv's vectors are whole (AVX2's, NEON's) and need no copy.
+FEW_OUTPUTS = 8
 
 
 def _padded(data, padding):
@@ -324,6 +330,13 @@ def _kind(call) -> str | None:
         return "conv"
     if groups == channels and weight[2] == 1 and weight[3] == channels:
         return "depthwise"
+    if (
+        groups == channels
+        and weight[2] == 1
+        and weight[3] % channels == 0
+        and weight[3] < FEW_OUTPUTS * channels
+    ):
+        return "multiplier"
     if channels % groups == 0 and weight[3] % groups == 0 and weight[2] * groups == channels:
         return "grouped"
     return None
@@ -475,8 +488,26 @@ def convolutions_channels_last(
     conv2d = tvm.ir.Op.get("relax.nn.conv2d")
     batch_ranges = _dimension_ranges(module)
 
+    repeated: dict = {}  # (data, multiplier) -> its repeated channels, emitted once
+
+    def _block_scoped(visit, block):
+        """A repeat is reused only inside the block that binds it (its variable's scope)."""
+        outer = dict(repeated)
+        repeated.clear()
+        try:
+            return visit(block)
+        finally:
+            repeated.clear()
+            repeated.update(outer)
+
     @relax.expr_functor.mutator
     class _Conv(relax.PyExprMutator):
+        def visit_binding_block_(self, block):
+            return _block_scoped(super().visit_binding_block_, block)
+
+        def visit_dataflow_block_(self, block):
+            return _block_scoped(super().visit_dataflow_block_, block)
+
         def visit_call_(self, call):
             call = super().visit_call_(call)
             kind = _kind(call) if call.op == conv2d else None
@@ -496,6 +527,23 @@ def convolutions_channels_last(
                     channels=static_shape(call.args[1])[3],
                     primfunc_name_hint="conv2d_nhwc_u8s8",
                 )
+            if kind == "multiplier":
+                data = call.args[0]
+                multiplier = static_shape(call.args[1])[3] // batch_and_static_shape(data)[3]
+                if (data, multiplier) not in repeated:  # FastViT's 7x7 and 3x3 branches share one
+                    repeated[data, multiplier] = self.builder_.emit(relax.op.repeat(data, multiplier, axis=3))
+                depthwise = relax.op.nn.conv2d(
+                    repeated[data, multiplier],
+                    call.args[1],
+                    strides=call.attrs.strides,
+                    padding=call.attrs.padding,
+                    dilation=call.attrs.dilation,
+                    groups=int(call.attrs.groups) * multiplier,
+                    data_layout="NHWC",
+                    kernel_layout="HWIO",
+                    out_dtype=call.attrs.out_dtype,
+                )
+                return self.visit_call_(self.builder_.normalize(depthwise))
             if kind == "grouped":
                 return self.builder_.call_te(
                     _group_conv2d_nhwc,
