@@ -35,7 +35,9 @@ def _generate(source: Path, model: Path, out: Path) -> None:
     env = {"PYTHONPATH": str(source), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
     command = [sys.executable, "-m", "relay2cmake", "-q", "gen", str(model), "-o", str(out)]
     command += ["--name", "Bench", "--no-self-check", "--allow-unverified"]
-    subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    # cwd: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH; run
+    # from a checkout, both revisions generated with the checkout's own code.
+    subprocess.run(command, env=env, cwd=source, check=True, capture_output=True, text=True)
 
 
 def _build(package: Path, build: Path) -> Path:
