@@ -4,9 +4,15 @@
  * checks, the kernel calls, and the backend functions the kernels need (scratch memory
  * from the arena, error messages). This file is the same for every model.
  */
+#if defined(__PREFIX___PROFILE) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <string.h>
 #ifndef __PREFIX___NO_MALLOC
 #include <stdlib.h>
+#endif
+#ifdef __PREFIX___PROFILE
+#include <time.h>
 #endif
 
 #include "__prefix___internal.h"
@@ -31,6 +37,7 @@ struct __prefix___context {
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
   unsigned char* scratch_end;
+  double* step_seconds;  /* __prefix___profile_attach's array, or NULL */
   char message[__PREFIX___MESSAGE_BYTES];
   int64_t extents[__PREFIX___NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[__PREFIX___NUM_BUFFERS + 1];
@@ -48,6 +55,18 @@ struct __prefix___context {
 typedef char __prefix___context_fits[(sizeof(struct __prefix___context) <= __PREFIX___CONTEXT_BYTES) ? 1 : -1];
 
 static __PREFIX___THREAD_LOCAL __prefix___context* __prefix___current;
+
+#ifdef __PREFIX___PROFILE
+static double __prefix___seconds_now(void) {
+  struct timespec t;
+#if defined(_WIN32)
+  timespec_get(&t, TIME_UTC);
+#else
+  clock_gettime(CLOCK_MONOTONIC, &t);
+#endif
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#endif
 
 static void __prefix___set_message(__prefix___context* context, const char* text) {
   if (context != NULL) {
@@ -278,6 +297,25 @@ int __prefix___context_threads_used(const __prefix___context* context) {
 
 const char* __prefix___last_error(const __prefix___context* context) {
   return context != NULL ? context->message : "no context (NULL)";
+}
+
+int __prefix___profiling(void) {
+#ifdef __PREFIX___PROFILE
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+__prefix___status __prefix___profile_attach(__prefix___context* context, double* seconds) {
+  if (context == NULL) return __PREFIX___ERROR_NULL_ARGUMENT;
+  context->step_seconds = seconds;
+  return __PREFIX___OK;
+}
+
+const char* __prefix___step_kernel(size_t step) {
+  const size_t steps = __PREFIX___NUM_STEPS;  /* a variable: "step < 0" would warn for a model of none */
+  return step < steps ? __prefix___step_table[step].name : NULL;
 }
 
 const char* __prefix___kernel_set(const __prefix___context* context) {
@@ -516,6 +554,9 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     __prefix___kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
+#ifdef __PREFIX___PROFILE
+    double started = context->step_seconds != NULL ? __prefix___seconds_now() : 0.0;
+#endif
     if (step->guard >= 0 && context->shape_values[step->guard] == 0) {
       i += step->skip;
       continue;
@@ -527,6 +568,9 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     result.v_int64 = 0;
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+#ifdef __PREFIX___PROFILE
+    if (context->step_seconds != NULL) context->step_seconds[i] += __prefix___seconds_now() - started;
+#endif
     if (rc == __PREFIX___BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
       status = __PREFIX___ERROR_INVALID_INPUT;
       break;

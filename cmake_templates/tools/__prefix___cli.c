@@ -3,7 +3,11 @@
  * __prefix___cli: run the model on .npy files.
  *
  *   __prefix___cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]
- *                  [--weights FILE] IN0.npy ...
+ *                  [--profile] [--weights FILE] IN0.npy ...
+ *
+ * --profile (with --bench, in a library built with __PREFIX___PROFILE=ON): each kernel step's
+ * mean time over the bench runs, one line a step in run order ("step INDEX KERNEL MS"), then
+ * their sum ("steps_ms"); the run's latency minus that sum is time outside the kernels.
  *
  * --weights: the weights file, for libraries built with __PREFIX___EXTERNAL_WEIGHTS=ON
  * (weights/__prefix___weights.bin in the package, share/__prefix__/ once installed).
@@ -46,7 +50,7 @@ static int usage(void) {
   size_t i;
   fprintf(stderr,
           "usage: __prefix___cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]\n"
-          "                    [--weights FILE] IN0.npy ...\n"
+          "                    [--profile] [--weights FILE] IN0.npy ...\n"
           "inputs, in this order:\n");
   for (i = 0; (info = __prefix___input_info(i)) != NULL; ++i) {
     char shape[256];
@@ -106,7 +110,7 @@ int main(int argc, char** argv) {
   const char* weights_path = NULL;
   npy_blob weights;
   long bench = 0, warmup = 1, threads = 1;
-  int quiet = 0, named_outputs = 0;
+  int quiet = 0, named_outputs = 0, profile = 0;
   const char* paths[__PREFIX___NUM_INPUTS + 1];
   size_t num_paths = 0;
   npy_array arrays[__PREFIX___NUM_INPUTS + 1];
@@ -137,6 +141,8 @@ int main(int argc, char** argv) {
       quiet = 1;
     } else if (strcmp(arg, "--named-outputs") == 0) {
       named_outputs = 1;
+    } else if (strcmp(arg, "--profile") == 0) {
+      profile = 1;
     } else if (strcmp(arg, "--output-dir") == 0 && i + 1 < argc) {
       output_dir = argv[++i];
     } else if (strcmp(arg, "--bench") == 0 && i + 1 < argc) {
@@ -165,6 +171,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "__prefix___cli: the model takes %u input(s), got %u\n", (unsigned)__PREFIX___NUM_INPUTS,
             (unsigned)num_paths);
     return usage();
+  }
+  if (profile && (bench == 0 || !__prefix___profiling())) {
+    fprintf(stderr, "__prefix___cli: --profile needs --bench N and a library built with __PREFIX___PROFILE=ON\n");
+    return 2;
   }
 
   for (k = 0; k < num_paths; ++k) {
@@ -254,11 +264,17 @@ int main(int argc, char** argv) {
   }
   if (bench > 0) {
     double* times = (double*)malloc((size_t)bench * sizeof(double));
+    /* one more than the steps: a model of none still gets an array */
+    double* step_seconds = profile ? (double*)calloc(__PREFIX___NUM_STEPS + 1, sizeof(double)) : NULL;
     long r, runs_with_workers = 0;
-    if (times == NULL) goto done;
+    if (times == NULL || (profile && step_seconds == NULL)) {
+      free(times);
+      goto done;
+    }
     for (r = 0; r < warmup; ++r) {
       __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
     }
+    __prefix___profile_attach(context, step_seconds);
     for (r = 0; r < bench; ++r) {
       double start = now_ms();
       __prefix___run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, __PREFIX___NUM_OUTPUTS);
@@ -271,6 +287,17 @@ int main(int argc, char** argv) {
     printf("kernels %s\n", __prefix___kernel_set(context));
     /* A context with workers goes without them when that is faster (a busy machine). */
     if (threads > 1) printf("threads %ld used in %ld of %ld runs\n", threads, runs_with_workers, bench);
+    if (profile) {
+      double total = 0.0;
+      for (k = 0; __prefix___step_kernel(k) != NULL; ++k) {
+        double ms = step_seconds[k] * 1e3 / (double)bench;
+        total += ms;
+        printf("step %u %s %.6f\n", (unsigned)k, __prefix___step_kernel(k), ms);
+      }
+      printf("steps_ms %.6f\n", total);
+    }
+    __prefix___profile_attach(context, NULL);
+    free(step_seconds);
     free(times);
   }
   if (make_directory(output_dir) != 0) {

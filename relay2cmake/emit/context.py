@@ -28,7 +28,7 @@ from relay2cmake.symbolic import DimExpr, c_expression, corners, evaluate, large
 from relay2cmake.targets import KernelTarget
 
 # Upper bounds of the context's parts on any platform (checked at compile time in the runtime).
-_CONTEXT_FIXED_BYTES = 6 * 8 + 256
+_CONTEXT_FIXED_BYTES = 7 * 8 + 256
 _DLTENSOR_BOUND = 64
 _FFI_ANY_BYTES = 16
 # The thread pool: a mutex, two condition variables and counters, plus a thread handle and

@@ -7,7 +7,14 @@ from __future__ import annotations
 import subprocess
 
 import numpy as np
-from packaging_helpers import HEAP_COUNTING_PRELUDE, build_program, onnxruntime_outputs
+from packaging_helpers import (
+    HEAP_COUNTING_PRELUDE,
+    WARNINGS,
+    build_program,
+    configure_build,
+    onnxruntime_outputs,
+    run,
+)
 
 PROGRAM = (
     HEAP_COUNTING_PRELUDE
@@ -159,3 +166,32 @@ def test_c_api_rejects_bad_arguments_and_run_never_touches_the_heap(built, tmp_p
     offsets = (np.arange(12) % 5 - 2).astype(np.int32).reshape(3, 4)
     expected = onnxruntime_outputs(package.model, package.metadata, [features, offsets])[0]
     np.testing.assert_allclose(np.frombuffer(data, dtype=np.float32).reshape(3, 4), expected, rtol=1e-5)
+
+
+def test_a_profiling_build_times_every_kernel_step(built, tmp_path):
+    """Configured with <P>_PROFILE=ON (warning-free), the cli's --profile prints each step's
+    kernel, in run order, with its mean time over the bench runs, and their sum, which is at
+    most the slowest run; the default build refuses --profile with a message."""
+    package = built("multi_io")
+    profiled = tmp_path / "profiled"
+    configure_build(package.source, profiled, "-DMULTIIO_PROFILE=ON", f"-DCMAKE_C_FLAGS={WARNINGS}")
+    features = (np.arange(18, dtype=np.float32) / np.float32(10)).reshape(3, 6)
+    offsets = (np.arange(12) % 5 - 2).astype(np.int32).reshape(3, 4)
+    inputs = [tmp_path / "features.npy", tmp_path / "offsets.npy"]
+    np.save(inputs[0], features)
+    np.save(inputs[1], offsets)
+    command = ["--bench", "50", "--profile", "--output-dir", tmp_path / "out", *inputs]
+    result = run([profiled / "multiio_cli", *command])
+    lines = result.stdout.splitlines()
+    steps = [line.split() for line in lines if line.startswith("step ")]
+    kernels = package.metadata["kernels"]
+    assert len(steps) == package.metadata["steps"] > 0, result.stdout
+    assert [int(s[1]) for s in steps] == list(range(len(steps)))
+    assert all(s[2] in kernels for s in steps), (steps, kernels)
+    times = [float(s[3]) for s in steps]
+    assert all(t >= 0 for t in times) and sum(times) > 0, times
+    total = float(next(line for line in lines if line.startswith("steps_ms ")).split()[1])
+    slowest = float(next(line for line in lines if line.startswith("latency_ms")).split("max=")[1])
+    assert abs(total - sum(times)) < 1e-5 and total <= slowest, result.stdout
+    refused = run([package.build / "multiio_cli", *command], check=False)
+    assert refused.returncode == 2 and "MULTIIO_PROFILE=ON" in refused.stderr, refused.stderr

@@ -66,7 +66,7 @@ def test_the_static_runtime_is_plain_c_that_compiles_on_its_own(tmp_path):
     """The C that is the same for every package (runtime, threads, builtins, weights file,
     tools) is real C with a ``__prefix__`` placeholder: each file, with the prefix put in,
     compiles warning-free as C99 against a checked-in package's generated headers, with and
-    without threads and external weights."""
+    without threads and external weights, and profiling (a model of no kernel steps)."""
     compilers = [c for c in ("gcc", "clang") if shutil.which(c)]
     if not compilers:
         pytest.fail("neither gcc nor clang is installed (make system-deps installs them)")
@@ -82,7 +82,11 @@ def test_the_static_runtime_is_plain_c_that_compiles_on_its_own(tmp_path):
         if source.suffix != ".c":
             continue
         for compiler in compilers:
-            for defines in ([], ["-DPASSTHROUGH_THREADS=1", "-DPASSTHROUGH_EXTERNAL_WEIGHTS"]):
+            for defines in (
+                [],
+                ["-DPASSTHROUGH_THREADS=1", "-DPASSTHROUGH_EXTERNAL_WEIGHTS"],
+                ["-DPASSTHROUGH_PROFILE", "-U_POSIX_C_SOURCE"],  # its clock by its own define
+            ):
                 command = [
                     compiler, "-std=c99", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror",
                     "-fsyntax-only", "-I", str(package / "include"), "-I", str(package / "src"),

@@ -11,7 +11,6 @@
 
 #define AWKWARDNAMES_NUM_BUFFERS 5
 #define AWKWARDNAMES_NUM_ARGS 9
-#define AWKWARDNAMES_NUM_STEPS 3
 /* Extents computed from the run-time dimensions (every extent of each tensor whose shape
  * depends on them, and the sizes kernels take as integers). */
 #define AWKWARDNAMES_NUM_SHAPE_VALUES 0

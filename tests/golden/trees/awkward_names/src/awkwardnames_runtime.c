@@ -7,9 +7,15 @@
  * checks, the kernel calls, and the backend functions the kernels need (scratch memory
  * from the arena, error messages). This file is the same for every model.
  */
+#if defined(AWKWARDNAMES_PROFILE) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <string.h>
 #ifndef AWKWARDNAMES_NO_MALLOC
 #include <stdlib.h>
+#endif
+#ifdef AWKWARDNAMES_PROFILE
+#include <time.h>
 #endif
 
 #include "awkwardnames_internal.h"
@@ -34,6 +40,7 @@ struct awkwardnames_context {
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
   unsigned char* scratch_end;
+  double* step_seconds;  /* awkwardnames_profile_attach's array, or NULL */
   char message[AWKWARDNAMES_MESSAGE_BYTES];
   int64_t extents[AWKWARDNAMES_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[AWKWARDNAMES_NUM_BUFFERS + 1];
@@ -51,6 +58,18 @@ struct awkwardnames_context {
 typedef char awkwardnames_context_fits[(sizeof(struct awkwardnames_context) <= AWKWARDNAMES_CONTEXT_BYTES) ? 1 : -1];
 
 static AWKWARDNAMES_THREAD_LOCAL awkwardnames_context* awkwardnames_current;
+
+#ifdef AWKWARDNAMES_PROFILE
+static double awkwardnames_seconds_now(void) {
+  struct timespec t;
+#if defined(_WIN32)
+  timespec_get(&t, TIME_UTC);
+#else
+  clock_gettime(CLOCK_MONOTONIC, &t);
+#endif
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#endif
 
 static void awkwardnames_set_message(awkwardnames_context* context, const char* text) {
   if (context != NULL) {
@@ -281,6 +300,25 @@ int awkwardnames_context_threads_used(const awkwardnames_context* context) {
 
 const char* awkwardnames_last_error(const awkwardnames_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
+}
+
+int awkwardnames_profiling(void) {
+#ifdef AWKWARDNAMES_PROFILE
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+awkwardnames_status awkwardnames_profile_attach(awkwardnames_context* context, double* seconds) {
+  if (context == NULL) return AWKWARDNAMES_ERROR_NULL_ARGUMENT;
+  context->step_seconds = seconds;
+  return AWKWARDNAMES_OK;
+}
+
+const char* awkwardnames_step_kernel(size_t step) {
+  const size_t steps = AWKWARDNAMES_NUM_STEPS;  /* a variable: "step < 0" would warn for a model of none */
+  return step < steps ? awkwardnames_step_table[step].name : NULL;
 }
 
 const char* awkwardnames_kernel_set(const awkwardnames_context* context) {
@@ -519,6 +557,9 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     awkwardnames_kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
+#ifdef AWKWARDNAMES_PROFILE
+    double started = context->step_seconds != NULL ? awkwardnames_seconds_now() : 0.0;
+#endif
     if (step->guard >= 0 && context->shape_values[step->guard] == 0) {
       i += step->skip;
       continue;
@@ -530,6 +571,9 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     result.v_int64 = 0;
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+#ifdef AWKWARDNAMES_PROFILE
+    if (context->step_seconds != NULL) context->step_seconds[i] += awkwardnames_seconds_now() - started;
+#endif
     if (rc == AWKWARDNAMES_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
       status = AWKWARDNAMES_ERROR_INVALID_INPUT;
       break;

@@ -11,7 +11,6 @@
 
 #define PASSTHROUGH_NUM_BUFFERS 3
 #define PASSTHROUGH_NUM_ARGS 2
-#define PASSTHROUGH_NUM_STEPS 1
 /* Extents computed from the run-time dimensions (every extent of each tensor whose shape
  * depends on them, and the sizes kernels take as integers). */
 #define PASSTHROUGH_NUM_SHAPE_VALUES 0

@@ -7,9 +7,15 @@
  * checks, the kernel calls, and the backend functions the kernels need (scratch memory
  * from the arena, error messages). This file is the same for every model.
  */
+#if defined(PASSTHROUGH_PROFILE) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <string.h>
 #ifndef PASSTHROUGH_NO_MALLOC
 #include <stdlib.h>
+#endif
+#ifdef PASSTHROUGH_PROFILE
+#include <time.h>
 #endif
 
 #include "passthrough_internal.h"
@@ -34,6 +40,7 @@ struct passthrough_context {
   void* owned_block;  /* what context_create allocated, or NULL */
   unsigned char* scratch_top;
   unsigned char* scratch_end;
+  double* step_seconds;  /* passthrough_profile_attach's array, or NULL */
   char message[PASSTHROUGH_MESSAGE_BYTES];
   int64_t extents[PASSTHROUGH_NUM_OUTPUTS + 1];  /* bounded outputs: extent in the last run */
   DLTensor tensors[PASSTHROUGH_NUM_BUFFERS + 1];
@@ -51,6 +58,18 @@ struct passthrough_context {
 typedef char passthrough_context_fits[(sizeof(struct passthrough_context) <= PASSTHROUGH_CONTEXT_BYTES) ? 1 : -1];
 
 static PASSTHROUGH_THREAD_LOCAL passthrough_context* passthrough_current;
+
+#ifdef PASSTHROUGH_PROFILE
+static double passthrough_seconds_now(void) {
+  struct timespec t;
+#if defined(_WIN32)
+  timespec_get(&t, TIME_UTC);
+#else
+  clock_gettime(CLOCK_MONOTONIC, &t);
+#endif
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#endif
 
 static void passthrough_set_message(passthrough_context* context, const char* text) {
   if (context != NULL) {
@@ -281,6 +300,25 @@ int passthrough_context_threads_used(const passthrough_context* context) {
 
 const char* passthrough_last_error(const passthrough_context* context) {
   return context != NULL ? context->message : "no context (NULL)";
+}
+
+int passthrough_profiling(void) {
+#ifdef PASSTHROUGH_PROFILE
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+passthrough_status passthrough_profile_attach(passthrough_context* context, double* seconds) {
+  if (context == NULL) return PASSTHROUGH_ERROR_NULL_ARGUMENT;
+  context->step_seconds = seconds;
+  return PASSTHROUGH_OK;
+}
+
+const char* passthrough_step_kernel(size_t step) {
+  const size_t steps = PASSTHROUGH_NUM_STEPS;  /* a variable: "step < 0" would warn for a model of none */
+  return step < steps ? passthrough_step_table[step].name : NULL;
 }
 
 const char* passthrough_kernel_set(const passthrough_context* context) {
@@ -519,6 +557,9 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     passthrough_kernel_fn kernel;
     TVMFFIAny result;
     int32_t rc;
+#ifdef PASSTHROUGH_PROFILE
+    double started = context->step_seconds != NULL ? passthrough_seconds_now() : 0.0;
+#endif
     if (step->guard >= 0 && context->shape_values[step->guard] == 0) {
       i += step->skip;
       continue;
@@ -530,6 +571,9 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     result.v_int64 = 0;
     kernel = context->step_kernels != NULL ? context->step_kernels[i] : step->kernel;
     rc = kernel(NULL, &context->args[step->first_arg], (int32_t)step->num_args, &result);
+#ifdef PASSTHROUGH_PROFILE
+    if (context->step_seconds != NULL) context->step_seconds[i] += passthrough_seconds_now() - started;
+#endif
     if (rc == PASSTHROUGH_BUILTIN_INVALID_INPUT) {  /* the builtin's message says what and where */
       status = PASSTHROUGH_ERROR_INVALID_INPUT;
       break;

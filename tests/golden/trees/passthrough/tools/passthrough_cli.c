@@ -6,7 +6,11 @@
  * passthrough_cli: run the model on .npy files.
  *
  *   passthrough_cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]
- *                  [--weights FILE] IN0.npy ...
+ *                  [--profile] [--weights FILE] IN0.npy ...
+ *
+ * --profile (with --bench, in a library built with PASSTHROUGH_PROFILE=ON): each kernel step's
+ * mean time over the bench runs, one line a step in run order ("step INDEX KERNEL MS"), then
+ * their sum ("steps_ms"); the run's latency minus that sum is time outside the kernels.
  *
  * --weights: the weights file, for libraries built with PASSTHROUGH_EXTERNAL_WEIGHTS=ON
  * (weights/passthrough_weights.bin in the package, share/passthrough/ once installed).
@@ -49,7 +53,7 @@ static int usage(void) {
   size_t i;
   fprintf(stderr,
           "usage: passthrough_cli [--output-dir DIR] [--named-outputs] [--quiet] [--bench N] [--warmup N] [--threads T]\n"
-          "                    [--weights FILE] IN0.npy ...\n"
+          "                    [--profile] [--weights FILE] IN0.npy ...\n"
           "inputs, in this order:\n");
   for (i = 0; (info = passthrough_input_info(i)) != NULL; ++i) {
     char shape[256];
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
   const char* weights_path = NULL;
   npy_blob weights;
   long bench = 0, warmup = 1, threads = 1;
-  int quiet = 0, named_outputs = 0;
+  int quiet = 0, named_outputs = 0, profile = 0;
   const char* paths[PASSTHROUGH_NUM_INPUTS + 1];
   size_t num_paths = 0;
   npy_array arrays[PASSTHROUGH_NUM_INPUTS + 1];
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
       quiet = 1;
     } else if (strcmp(arg, "--named-outputs") == 0) {
       named_outputs = 1;
+    } else if (strcmp(arg, "--profile") == 0) {
+      profile = 1;
     } else if (strcmp(arg, "--output-dir") == 0 && i + 1 < argc) {
       output_dir = argv[++i];
     } else if (strcmp(arg, "--bench") == 0 && i + 1 < argc) {
@@ -168,6 +174,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "passthrough_cli: the model takes %u input(s), got %u\n", (unsigned)PASSTHROUGH_NUM_INPUTS,
             (unsigned)num_paths);
     return usage();
+  }
+  if (profile && (bench == 0 || !passthrough_profiling())) {
+    fprintf(stderr, "passthrough_cli: --profile needs --bench N and a library built with PASSTHROUGH_PROFILE=ON\n");
+    return 2;
   }
 
   for (k = 0; k < num_paths; ++k) {
@@ -257,11 +267,17 @@ int main(int argc, char** argv) {
   }
   if (bench > 0) {
     double* times = (double*)malloc((size_t)bench * sizeof(double));
+    /* one more than the steps: a model of none still gets an array */
+    double* step_seconds = profile ? (double*)calloc(PASSTHROUGH_NUM_STEPS + 1, sizeof(double)) : NULL;
     long r, runs_with_workers = 0;
-    if (times == NULL) goto done;
+    if (times == NULL || (profile && step_seconds == NULL)) {
+      free(times);
+      goto done;
+    }
     for (r = 0; r < warmup; ++r) {
       passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);
     }
+    passthrough_profile_attach(context, step_seconds);
     for (r = 0; r < bench; ++r) {
       double start = now_ms();
       passthrough_run_buffers(context, inputs, input_bytes, num_paths, outputs, output_bytes, PASSTHROUGH_NUM_OUTPUTS);
@@ -274,6 +290,17 @@ int main(int argc, char** argv) {
     printf("kernels %s\n", passthrough_kernel_set(context));
     /* A context with workers goes without them when that is faster (a busy machine). */
     if (threads > 1) printf("threads %ld used in %ld of %ld runs\n", threads, runs_with_workers, bench);
+    if (profile) {
+      double total = 0.0;
+      for (k = 0; passthrough_step_kernel(k) != NULL; ++k) {
+        double ms = step_seconds[k] * 1e3 / (double)bench;
+        total += ms;
+        printf("step %u %s %.6f\n", (unsigned)k, passthrough_step_kernel(k), ms);
+      }
+      printf("steps_ms %.6f\n", total);
+    }
+    passthrough_profile_attach(context, NULL);
+    free(step_seconds);
     free(times);
   }
   if (make_directory(output_dir) != 0) {

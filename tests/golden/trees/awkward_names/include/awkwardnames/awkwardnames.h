@@ -287,6 +287,19 @@ AWKWARDNAMES_API const char* awkwardnames_last_error(const awkwardnames_context*
 /* Which kernels this context runs: "c", an object set such as "x86_64:x86-64-v3", or its
  * AVX-512 twin on CPUs that have AVX-512 ("" for a NULL context). */
 AWKWARDNAMES_API const char* awkwardnames_kernel_set(const awkwardnames_context* context);
+/* Profiling. Configured with AWKWARDNAMES_PROFILE=ON (CMake), every run times each of its
+ * AWKWARDNAMES_NUM_STEPS kernel calls with a monotonic clock (POSIX, or timespec_get on Windows)
+ * and adds the seconds to the array attached to its context:
+ *   - awkwardnames_profile_attach(context, seconds): seconds[i] += step i's wall time, threads
+ *     included, on every later run of that context (AWKWARDNAMES_NUM_STEPS doubles, zeroed by
+ *     the caller and valid while attached; NULL detaches);
+ *   - awkwardnames_step_kernel(i): the name of the kernel step i calls (NULL past the last).
+ * Without it attach returns OK and nothing is timed; awkwardnames_profiling() is 1 in a
+ * profiling build. Time outside the steps: input and output copies, thread hand-offs. */
+#define AWKWARDNAMES_NUM_STEPS 3
+AWKWARDNAMES_API int awkwardnames_profiling(void);
+AWKWARDNAMES_API awkwardnames_status awkwardnames_profile_attach(awkwardnames_context* context, double* seconds);
+AWKWARDNAMES_API const char* awkwardnames_step_kernel(size_t step);
 /* A fixed description of a status code. */
 AWKWARDNAMES_API const char* awkwardnames_status_string(awkwardnames_status status);
 

@@ -281,6 +281,19 @@ PASSTHROUGH_API const char* passthrough_last_error(const passthrough_context* co
 /* Which kernels this context runs: "c", an object set such as "x86_64:x86-64-v3", or its
  * AVX-512 twin on CPUs that have AVX-512 ("" for a NULL context). */
 PASSTHROUGH_API const char* passthrough_kernel_set(const passthrough_context* context);
+/* Profiling. Configured with PASSTHROUGH_PROFILE=ON (CMake), every run times each of its
+ * PASSTHROUGH_NUM_STEPS kernel calls with a monotonic clock (POSIX, or timespec_get on Windows)
+ * and adds the seconds to the array attached to its context:
+ *   - passthrough_profile_attach(context, seconds): seconds[i] += step i's wall time, threads
+ *     included, on every later run of that context (PASSTHROUGH_NUM_STEPS doubles, zeroed by
+ *     the caller and valid while attached; NULL detaches);
+ *   - passthrough_step_kernel(i): the name of the kernel step i calls (NULL past the last).
+ * Without it attach returns OK and nothing is timed; passthrough_profiling() is 1 in a
+ * profiling build. Time outside the steps: input and output copies, thread hand-offs. */
+#define PASSTHROUGH_NUM_STEPS 1
+PASSTHROUGH_API int passthrough_profiling(void);
+PASSTHROUGH_API passthrough_status passthrough_profile_attach(passthrough_context* context, double* seconds);
+PASSTHROUGH_API const char* passthrough_step_kernel(size_t step);
 /* A fixed description of a status code. */
 PASSTHROUGH_API const char* passthrough_status_string(passthrough_status status);
 
