@@ -16,7 +16,9 @@ Each runtime runs in a process of its own (``runtimes.py``). Modes: *quiet* (as 
 shared machine gets; best of the rounds' medians) and *busy* (a neighbour process spins on
 the last CPU the whole time; median of the rounds' medians, since the disturbance is the
 point). Then every kernel of the package is timed alone on one thread (``kernels.py``): the
-time outside kernels is the package's 1-thread latency minus their sum.
+time outside kernels is the package's 1-thread latency minus their sum. And the package is
+rebuilt with ``<P>_PROFILE=ON`` and run once more at 1 thread with ``--profile``: the same
+kernels timed inside it, and the time outside its steps.
 
 Each model's figures go to ``benchmarks/results/<model>.json`` (kept in git, with the commit
 and the machine that measured them) when it finishes; ``--report`` (re)writes
@@ -158,6 +160,30 @@ def ours_median_ms(cli: Path, inputs: list[Path], threads: int, runs: int, out: 
     return float(re.search(r"median=([0-9.]+)", printed).group(1)), kernel_set.group(1) if kernel_set else "?"
 
 
+def profile_in_package(
+    package: Path, build_dir: Path, prefix: str, inputs: list[Path], runs: int, out: Path
+) -> dict:
+    """The package rebuilt with <P>_PROFILE=ON (the runtime recompiles, the kernels and weights
+    do not) and run once more at 1 thread with --profile: its median latency, the mean sum of
+    its kernel steps and each kernel's total (in package, caches as the run leaves them)."""
+    profiled = f"-D{prefix.upper()}_PROFILE=ON"
+    real_zoo.run("profile", [real_zoo.BIN / "cmake", "-S", package, "-B", build_dir, profiled], "build")
+    real_zoo.run("profile", [real_zoo.BIN / "cmake", "--build", build_dir, "--parallel", "2"], "build")
+    cli = real_zoo.find_cli(build_dir, prefix)
+    command = [str(cli), "--bench", str(runs), "--warmup", str(runs), "--threads", "1", "--profile"]
+    printed = subprocess.run(
+        [*command, "--output-dir", str(out), *map(str, inputs)], capture_output=True, text=True, check=True
+    ).stdout
+    kernels: dict[str, float] = {}
+    for kernel, ms in re.findall(r"^step \d+ (\S+) ([0-9.]+)$", printed, re.M):
+        kernels[kernel] = kernels.get(kernel, 0.0) + float(ms)
+    return {
+        "latency_ms": float(re.search(r"median=([0-9.]+)", printed).group(1)),
+        "steps_ms": float(re.search(r"^steps_ms ([0-9.]+)$", printed, re.M).group(1)),
+        "kernels_ms": kernels,
+    }
+
+
 def _runs_for(ms: float) -> int:
     """Runs per median: about 0.6 s of work, at least 5 and at most 50."""
     return int(min(50, max(5, 600 / max(ms, 1e-3))))
@@ -218,6 +244,9 @@ def bench_one(entry: Entry, modes: list[str], with_kernels: bool) -> dict:
             np.save(input_paths[-1], array)
         result["times"], result["kernel_set"] = measure(cli, input_paths, runtime_model, feeds, modes, work)
         result["status"] = "pass"
+        ours = latency(result, "quiet" if "quiet" in modes else modes[0], 1, "ours") or 1.0
+        runs = _runs_for(ours)
+        result["profile"] = profile_in_package(package, build_dir, prefix, input_paths, runs, work / "out")
         if with_kernels:
             result["kernels"] = kernel_rows(path, result["kernel_set"])
     except real_zoo.StepError as e:
@@ -402,7 +431,13 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         "`time_evaluator`; per kernel the fastest of 7 repeats of 20 or more calls) times its calls, "
         f"with relay2cmake {', '.join(kernel_commits)}; *outside kernels* is the package's 1-thread "
         "latency minus that sum: copies, the driver and launches, or, when negative, kernels that ran "
-        "faster inside the package than alone (timings on this shared machine move by 10-20%).",
+        "faster inside the package than alone (timings on this shared machine move by 10-20%). "
+        "*in package ms*: the same kernels timed inside the package (a build with `<P>_PROFILE=ON`, "
+        "the cli's `--profile`, one thread: each step between the clock readings around its call), "
+        "and *outside steps ms* that run's median latency minus their sum: what the driver itself "
+        "costs (input and output copies, the step loop). In package minus alone is what the caches "
+        "cost: the weights and activations a kernel finds where the previous kernels left them, "
+        "not warm from its own last call.",
         "",
     ]
     lines += _summary(passed)
@@ -410,9 +445,9 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
     lines += [
         "| model | source | measured on | ORT ms 1t | OpenVINO ms 1t | ours ms 1t | ours/ORT 1t "
         "| ours/best 1t | ORT ms 2t | OpenVINO ms 2t | ours ms 2t | ours/ORT 2t | ours/best 2t "
-        "| kernels ms | outside kernels ms | arena MB | library MB |",
+        "| kernels ms | outside kernels ms | in package ms | outside steps ms | arena MB | library MB |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: | ---: |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in passed:
         cells = [f"{r['key']}", r["source"], measured_on(r)]
@@ -425,6 +460,7 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         cells += [
             _ms(inside) if inside else "-",
             _ms(ours1 - inside) if inside and ours1 else "-",
+            *_profile_cells(r.get("profile")),
             f"{r['arena_bytes'] / 1e6:.1f}",
             f"{(r.get('library_bytes') or 0) / 1e6:.1f}",
         ]
@@ -440,6 +476,14 @@ def write_report(results: list[dict], peak: dict, path: Path) -> None:
         lines += ["", "## Not measured", ""]
         lines += [f"- `{r['key']}` ({r.get('stage')}): {r.get('error', '')}" for r in failed]
     path.write_text("\n".join(lines) + "\n")
+
+
+def _profile_cells(profile: dict | None) -> list[str]:
+    """In-package kernel time and the time outside the steps (results measured before the
+    profiling build existed: none)."""
+    if not profile:
+        return ["-", "-"]
+    return [_ms(profile["steps_ms"]), _ms(profile["latency_ms"] - profile["steps_ms"])]
 
 
 # Below this ONNX Runtime latency a model's figures are dominated by call overheads: the
