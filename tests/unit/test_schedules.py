@@ -1845,6 +1845,38 @@ def _run_relax(module, *arrays):
     return relax.VirtualMachine(executable, tvm.cpu())["main"](*map(tvm.runtime.tensor, arrays)).numpy()
 
 
+@pytest.mark.parametrize(
+    "shape, kernel, dilation, padding, rewritten",
+    [
+        ((1, 8, 14, 14), (3, 3), (12, 12), (12, 12, 12, 12), True),  # DeepLab v3's rate 12
+        ((2, 5, 9, 11), (3, 2), (5, 7), (5, 4, 6, 3), True),  # uneven padding, two images
+        ((1, 8, 14, 14), (3, 3), (2, 2), (2, 2, 2, 2), False),  # most taps live: one conv
+    ],
+)
+def test_an_atrous_convolution_sums_its_live_taps(shape, kernel, dilation, padding, rewritten):
+    """A dilated conv whose off-centre taps reach the image for only a few outputs becomes a
+    sum of 1x1 convs over those outputs (no multiply-add of padding) and computes TVM's conv."""
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.dead_taps import conv_dead_taps
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype("float32")
+    weight = rng.standard_normal((6, shape[1], *kernel)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(data, relax.const(weight), padding=padding, dilation=dilation)
+            out = bb.emit_output(bb.emit(conv))
+        bb.emit_func_output(out)
+    original = bb.get()
+    result = conv_dead_taps(original)
+    assert (result.script().count("R.nn.conv2d(") > 1) == rewritten, result.script()
+    expected = _run_relax(original, x)
+    np.testing.assert_allclose(_run_relax(result, x), expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+
+
 def test_conv3d_as_2d_keeps_activations_channels_last_between_convolutions():
     """When every conv3d can be rewritten, the residual add and relu between two of them run
     channels-last: the only transposes left are the model's input and output (a transpose on
