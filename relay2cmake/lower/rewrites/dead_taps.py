@@ -61,6 +61,7 @@ def _as_live_tap_sums(mutator, call):
     if (
         attrs.data_layout != "NCHW"
         or attrs.kernel_layout != "OIHW"
+        or attrs.out_layout not in ("", "NCHW")  # the terms are NCHW
         or int(attrs.groups) != 1
         or any(int(s) != 1 for s in attrs.strides)
         or all(int(d) == 1 for d in attrs.dilation)  # atrous only: small maps keep one conv
