@@ -1955,11 +1955,12 @@ def test_a_channels_last_resize_then_transpose_runs_in_channel_vectors(channels)
 )
 def test_kernel_taps_that_read_only_padding_are_dropped(shape, weight_shape, attributes, kept):
     """A convolution cut to the taps that reach the image (the padding before it shrunk by
-    the taps cut ahead) gives TVM's result for the whole kernel, bit for bit."""
+    the taps cut ahead) gives TVM's result for the whole kernel, bit for bit (the cut alone:
+    partly live taps are then summed, ``test_an_atrous_convolution_sums_its_live_taps``)."""
     import tvm
     from tvm import relax
 
-    from relay2cmake.lower.rewrites.dead_taps import conv_dead_taps
+    from relay2cmake.lower.rewrites.dead_taps import cut_dead_taps
 
     rng = np.random.default_rng(6)
     x = rng.standard_normal(shape).astype("float32")
@@ -1971,7 +1972,7 @@ def test_kernel_taps_that_read_only_padding_are_dropped(shape, weight_shape, att
             out = bb.emit_output(bb.emit(relax.op.nn.conv2d(data, weight, **attributes)))
         bb.emit_func_output(out)
     original = bb.get()
-    rewritten = conv_dead_taps(original)
+    rewritten = cut_dead_taps(original)
     convs = [c for c in _calls(rewritten, "relax.nn.conv2d")]
     assert len(convs) == 1 and tuple(int(d) for d in convs[0].args[1].ty.shape)[2:] == kept
     results = []

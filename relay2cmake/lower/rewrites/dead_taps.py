@@ -33,8 +33,13 @@ def live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, befo
 
 
 def conv_dead_taps(module: IRModule) -> IRModule:
-    module = rewrite_calls(module, "relax.nn.conv2d", _without_dead_taps)
-    return rewrite_calls(module, "relax.nn.conv2d", _as_live_tap_sums)
+    """Dead taps cut, then partly live ones summed."""
+    return rewrite_calls(cut_dead_taps(module), "relax.nn.conv2d", _as_live_tap_sums)
+
+
+def cut_dead_taps(module: IRModule) -> IRModule:
+    """Each kernel cut to the taps that reach the image for some output."""
+    return rewrite_calls(module, "relax.nn.conv2d", _without_dead_taps)
 
 
 def live_outputs(size: int, out: int, tap: int, dilation: int, before: int) -> tuple[int, int]:
