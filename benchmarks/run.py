@@ -152,12 +152,21 @@ def ours_median_ms(cli: Path, inputs: list[Path], threads: int, runs: int, out: 
     # warm between medians, and the package's pool settles on its workers in its first runs
     # (with 3 warm-up runs a 2.5 ms model's median at 2 threads was its 1-thread time when a
     # runtime measured just before had left its threads spinning).
-    command = [str(cli), "--bench", str(runs), "--warmup", str(runs), "--threads", str(threads)]
-    printed = subprocess.run(
+    printed = _bench_output(cli, inputs, threads, runs, out)
+    kernel_set = re.search(r"^kernels (.+)$", printed, re.M)
+    return _median(printed), kernel_set.group(1) if kernel_set else "?"
+
+
+def _bench_output(cli: Path, inputs: list[Path], threads: int, runs: int, out: Path, *extra: str) -> str:
+    """What ``cli --bench`` prints, after as many warm-up runs as measured ones."""
+    command = [str(cli), "--bench", str(runs), "--warmup", str(runs), "--threads", str(threads), *extra]
+    return subprocess.run(
         [*command, "--output-dir", str(out), *map(str, inputs)], capture_output=True, text=True, check=True
     ).stdout
-    kernel_set = re.search(r"^kernels (.+)$", printed, re.M)
-    return float(re.search(r"median=([0-9.]+)", printed).group(1)), kernel_set.group(1) if kernel_set else "?"
+
+
+def _median(printed: str) -> float:
+    return float(re.search(r"median=([0-9.]+)", printed).group(1))
 
 
 def profile_in_package(
@@ -169,16 +178,12 @@ def profile_in_package(
     profiled = f"-D{prefix.upper()}_PROFILE=ON"
     real_zoo.run("profile", [real_zoo.BIN / "cmake", "-S", package, "-B", build_dir, profiled], "build")
     real_zoo.run("profile", [real_zoo.BIN / "cmake", "--build", build_dir, "--parallel", "2"], "build")
-    cli = real_zoo.find_cli(build_dir, prefix)
-    command = [str(cli), "--bench", str(runs), "--warmup", str(runs), "--threads", "1", "--profile"]
-    printed = subprocess.run(
-        [*command, "--output-dir", str(out), *map(str, inputs)], capture_output=True, text=True, check=True
-    ).stdout
+    printed = _bench_output(real_zoo.find_cli(build_dir, prefix), inputs, 1, runs, out, "--profile")
     kernels: dict[str, float] = {}
     for kernel, ms in re.findall(r"^step \d+ (\S+) ([0-9.]+)$", printed, re.M):
         kernels[kernel] = kernels.get(kernel, 0.0) + float(ms)
     return {
-        "latency_ms": float(re.search(r"median=([0-9.]+)", printed).group(1)),
+        "latency_ms": _median(printed),
         "steps_ms": float(re.search(r"^steps_ms ([0-9.]+)$", printed, re.M).group(1)),
         "kernels_ms": kernels,
     }
