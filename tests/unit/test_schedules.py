@@ -850,6 +850,44 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     assert np.all(buffer[rows * columns :] == 12345.0), "the kernel wrote past its output"
 
 
+def test_a_parallel_matmul_keeps_its_predicated_row_tiles_out_of_the_parallel_loop():
+    """Swin's last-stage MLP, a dense layer on 7 x 7 x 768 channels-last data: rows of 7 in
+    tiles of 4, the last predicated. Fused into the parallel loop, the row tiles could not be
+    peeled, so every multiply-add kept the row condition and the accumulators spilled to the
+    stack (4.5 ms in a parallel build against 3.0 serial, one thread). Now the parallel loop
+    runs over column tiles and image rows only, and the kernel keeps its accumulators in
+    registers; it still equals NumPy."""
+    import tvm
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 7, 7, 64)).astype("float32")
+    w = rng.standard_normal((64, 256)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
+        bb.emit_func_output(out)
+    target = parse_targets(["x86_64:x86-64-v3"])[-1]
+    _, kernels, _ = scheduled_kernels(bb.get(), target, parallel=True)
+    (func,) = kernels.functions.values()
+    (extent,) = re.findall(r"in T\.parallel\(T\.int64\((\d+)\)\)", func.script())
+    assert int(extent) == 256 // 16 * 7, "the row tiles are still fused into the parallel loop"
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    spills = re.findall(r"vmov[au]ps\s+%ymm\d+, -?\d*\(%rsp\)", library.inspect_source("s"))
+    assert not spills, f"accumulators spilled to the stack: {spills[:3]}"
+    constant = func.params[1]
+    packed = np.ascontiguousarray(w.reshape(64, int(constant.shape[0]), 16).transpose(1, 0, 2))
+    output = np.zeros((1, 7, 7, 256), dtype="float32")
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+    np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("batch", "rows", "depth", "columns"), [(3, 197, 64, 197), (2, 37, 13, 37), (4, 196, 24, 196)]
 )
