@@ -1202,7 +1202,7 @@ ENTRIES: list[Entry] = [
     *_entries("starnet_s1", "dynamo", "onnx17"),
     *_entries("mambaout_femto", "dynamo", "onnx17"),
     *_entries("ghostnetv2_100", "dynamo", "onnx17"),
-    *_entries("eva02_tiny", "dynamo", "onnx17"),
+    *_entries("eva02_tiny", "dynamo"),  # the TorchScript exporter fails on its SDPA (is_causal a tensor)
     *_entries("dla34", "dynamo", "onnx17"),
     *_entries("coat_lite_tiny", "dynamo", "onnx17"),
     *_entries("gpt_neo", "dynamo", "onnx17"),
