@@ -48,6 +48,8 @@ def test_scheduled_kernels_match_onnxruntime(family, tmp_path):
         assert sum(name.startswith("winograd_product") for name in scheduled) == 1, scheduled
         assert any("group_conv2d_nhwc" in name for name in scheduled), scheduled
         assert "repeat" in scheduled, scheduled  # the channel multiplier's
+        # two groups of 24 inputs and 32 outputs: a regular conv per group, on its slice
+        assert sum(name.startswith("strided_slice") for name in meta["kernels"]) == 2, meta["kernels"]
         # squeeze-excite: the sigmoid's conv and the image times its scales, one kernel
         assert any("conv2d_nhwc" in name and name.endswith("multiply") for name in scheduled), scheduled
     if family == "awkward_family":  # the 1-D convolution runs as our 2-D one of height 1

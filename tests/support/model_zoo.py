@@ -459,8 +459,9 @@ def conv_family() -> onnx.ModelProto:
     odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
     block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), a grouped
     convolution (two groups of 12 channels: 4-lane vectors) and a strided depthwise one with
-    two outputs per channel (a depthwise conv of the repeated channels). Between the 1x1 and the 14 x 14
-    conv, a squeeze-excite block: its second 1x1 conv (on a 1 x 1 image) ends in a sigmoid
+    two outputs per channel (a depthwise conv of the repeated channels), then a conv of two
+    groups of 24 inputs and 32 outputs (a regular conv per group, concatenated). Between the
+    1x1 and the 14 x 14 conv, a squeeze-excite block: its second 1x1 conv (on a 1 x 1 image) ends in a sigmoid
     computed once per channel, and the image times those scales is a vectorized stage of its
     kernel."""
     nodes, inits = [], []
@@ -484,6 +485,7 @@ def conv_family() -> onnx.ModelProto:
         "odd": [helper.make_node("Relu", ["odd"], ["r_odd"])],
         "g2": [helper.make_node("Relu", ["g2"], ["r_g2"])],
         "dm": [helper.make_node("Relu", ["dm"], ["r_dm"])],
+        "sg": [helper.make_node("Relu", ["sg"], ["r_sg"])],
         "few": [helper.make_node("GlobalAveragePool", ["few"], ["y"])],
     }
     for args in [
@@ -500,7 +502,8 @@ def conv_family() -> onnx.ModelProto:
         ("odd", "sum7", "odd", 32, 24, 3),
         ("g2", "r_odd", "g2", 24, 24, 3, 1, 2),
         ("dm", "r_g2", "dm", 24, 48, 3, 2, 24),
-        ("few", "r_dm", "few", 48, 20, 3),
+        ("sg", "r_dm", "sg", 48, 64, 3, 1, 2),
+        ("few", "r_sg", "few", 64, 20, 3),
     ]:
         node, weights = _conv(*args)
         nodes += [node, *epilogues[args[0]]]
