@@ -95,6 +95,14 @@ def _reduction_blocks(sch):
     return blocks
 
 
+def _recomputed(sch, block, depth: int, row_count: int) -> bool:
+    """Whether ``block``, computed under ``depth`` row loops of ``row_count`` iterations,
+    runs more than once over its domain (more than 1.5 times: predicated tails)."""
+    inner = math.prod(_extent(sch, loop) for loop in sch.get_loops(block)[depth:])
+    domain = math.prod(value_at(iv.dom.extent, _bounds.get()) for iv in sch.get(block).iter_vars)
+    return inner * row_count > 1.5 * domain
+
+
 def _is_product(block) -> bool:
     """Whether a reduction block accumulates a product (a matmul's ``acc + a * b``, perhaps
     of casts), not a plain sum of one operand."""
@@ -977,6 +985,12 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
         rows = [*rows[:-1], outer]
     for block in reversed(blocks[:-1]):
         sch.compute_at(block, rows[-1])
+    row_count = math.prod(_extent(sch, loop) for loop in rows)
+    if any(_recomputed(sch, block, len(rows), row_count) for block in blocks[:-1]):
+        # A reduction along another axis than the output's last (CoaT's softmax over the
+        # 3137 tokens of [1, 8, 3137, 8]) needs all of its values under every row: it was
+        # computed again for each, quadratic (1.25 s a call); the schedules below take it.
+        return False
     if lanes > 1:
         for block in blocks:
             loops = sch.get_loops(block)
