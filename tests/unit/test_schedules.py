@@ -843,9 +843,7 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     and a predicated last one. The numbers match NumPy, and the floats right after the
     output (a sentinel) are untouched."""
     import tvm
-    from tvm import relax
 
-    from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import parse_targets
 
     rng = np.random.default_rng(0)
@@ -853,16 +851,9 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     rows = math.prod(lead)
     x = rng.standard_normal((*lead, depth)).astype("float32")
     w = rng.standard_normal((depth, columns)).astype("float32")
-    bb = relax.BlockBuilder()
-    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
-    with bb.function("main", [data]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
-        bb.emit_func_output(out)
     target = parse_targets(["x86_64"])[-1]
-    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    func, scheduled = _matmul_kernel(x, w, target)
     assert scheduled, "the matmul was left unscheduled"
-    (func,) = kernels.functions.values()
     assert "T.vectorized" in func.script()
     with build_context():
         library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
@@ -882,6 +873,24 @@ def test_matmul_with_awkward_extents_is_vectorized_and_stays_in_bounds(rows, dep
     assert np.all(buffer[rows * columns :] == 12345.0), "the kernel wrote past its output"
 
 
+def _matmul_kernel(x, w, target):
+    """The kernel of ``x @ w`` (w a constant) as gen schedules it for ``target`` (parallel),
+    and the names of the scheduled kernels."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
+        bb.emit_func_output(out)
+    _, kernels, scheduled = scheduled_kernels(bb.get(), target)
+    (func,) = kernels.functions.values()
+    return func, scheduled
+
+
 def test_a_parallel_matmul_keeps_its_predicated_row_tiles_out_of_the_parallel_loop():
     """Swin's last-stage MLP, a dense layer on 7 x 7 x 768 channels-last data: rows of 7 in
     tiles of 4, the last predicated. Fused into the parallel loop, the row tiles could not be
@@ -890,23 +899,14 @@ def test_a_parallel_matmul_keeps_its_predicated_row_tiles_out_of_the_parallel_lo
     runs over column tiles and image rows only, and the kernel keeps its accumulators in
     registers; it still equals NumPy."""
     import tvm
-    from tvm import relax
 
-    from relay2cmake.lower.pipeline import scheduled_kernels
     from relay2cmake.targets import parse_targets
 
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 7, 7, 64)).astype("float32")
     w = rng.standard_normal((64, 256)).astype("float32")
-    bb = relax.BlockBuilder()
-    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
-    with bb.function("main", [data]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.matmul(data, relax.const(w)))
-        bb.emit_func_output(out)
     target = parse_targets(["x86_64:x86-64-v3"])[-1]
-    _, kernels, _ = scheduled_kernels(bb.get(), target, parallel=True)
-    (func,) = kernels.functions.values()
+    func, _ = _matmul_kernel(x, w, target)  # parallel, as gen builds it
     (extent,) = re.findall(r"in T\.parallel\(T\.int64\((\d+)\)\)", func.script())
     assert int(extent) == 256 // 16 * 7, "the row tiles are still fused into the parallel loop"
     with build_context():
