@@ -98,7 +98,7 @@ def _reduction_blocks(sch):
 def _recomputed(sch, block, depth: int, row_count: int) -> bool:
     """Whether ``block``, computed under ``depth`` row loops of ``row_count`` iterations,
     runs more than once over its domain (more than 1.5 times: predicated tails)."""
-    inner = math.prod(_extent(sch, loop) for loop in sch.get_loops(block)[depth:])
+    inner = _iterations_of(sch, sch.get_loops(block)[depth:])
     domain = math.prod(value_at(iv.dom.extent, _bounds.get()) for iv in sch.get(block).iter_vars)
     return inner * row_count > 1.5 * domain
 
@@ -318,7 +318,7 @@ MIN_PARALLEL_TILES = 16  # iterations a parallel loop keeps when a loop is taken
 
 
 def _iterations_of(sch, loops) -> int:
-    return math.prod(_extent(sch, loop) for loop in loops) if loops else 0
+    return math.prod(_extent(sch, loop) for loop in loops)
 
 
 def _known_multiple(extent) -> int:
@@ -985,7 +985,7 @@ def _schedule_rows(sch, options: ScheduleOptions, any_output: bool = False) -> b
         rows = [*rows[:-1], outer]
     for block in reversed(blocks[:-1]):
         sch.compute_at(block, rows[-1])
-    row_count = math.prod(_extent(sch, loop) for loop in rows)
+    row_count = _iterations_of(sch, rows)
     if any(_recomputed(sch, block, len(rows), row_count) for block in blocks[:-1]):
         # A reduction along another axis than the output's last (CoaT's softmax over the
         # 3137 tokens of [1, 8, 3137, 8]) needs all of its values under every row: it was

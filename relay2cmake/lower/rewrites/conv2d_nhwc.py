@@ -552,8 +552,10 @@ def convolutions_channels_last(
                     out_dtype=call.attrs.out_dtype,
                 )
                 return self.visit_call_(self.builder_.normalize(depthwise))
-            if kind == "split" and isinstance(constant_or_self(self, call.args[1]), tvm.ir.GenericConst):
-                return self._per_group(call)
+            if kind == "split":
+                weight = constant_or_self(self, call.args[1])
+                if isinstance(weight, tvm.ir.GenericConst):
+                    return self._per_group(call, weight.value.numpy())
             if kind in ("grouped", "split"):
                 return self.builder_.call_te(
                     _group_conv2d_nhwc,
@@ -601,10 +603,10 @@ def convolutions_channels_last(
                 primfunc_name_hint="conv2d_nhwc" if kind == "conv" else "depthwise_conv2d_nhwc",
             )
 
-        def _per_group(self, call):
-            """One regular convolution per group over its channels, concatenated."""
+        def _per_group(self, call, weight):
+            """One regular convolution per group over its channels (``weight``: the HWIO
+            constant), concatenated."""
             groups = int(call.attrs.groups)
-            weight = constant_or_self(self, call.args[1]).value.numpy()
             inputs, outputs = weight.shape[2], weight.shape[3] // groups
             convs = []
             for g in range(groups):
