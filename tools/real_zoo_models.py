@@ -186,8 +186,6 @@ def _torchvision(name: str, shape=IMAGE, calibrate: bool = False, **kwargs):
     float32 rounding alone exceeds the zoo's absolute tolerance)."""
 
     def build(rng):
-        import torch
-
         module = import_torchvision().models
         for part in name.split("."):  # segmentation.*, video.*
             module = getattr(module, part)
@@ -196,15 +194,15 @@ def _torchvision(name: str, shape=IMAGE, calibrate: bool = False, **kwargs):
         randomize_constant_parameters(module, rng)
         inputs = _image(rng, shape)
         if calibrate:
-            module.eval()
-            batch = np.concatenate([inputs["input"], rng.standard_normal((3, *shape[1:])).astype(np.float32)])
-            calibrate_batchnorm(module, lambda: module(torch.from_numpy(batch)), rng)
+            calibrate_on_images(module, inputs["input"], rng)
         return module, inputs
 
     return build
 
 
-def _timm(name: str, shape=IMAGE):
+def _timm(name: str, shape=IMAGE, calibrate: bool = False):
+    """``calibrate`` as ``_torchvision``'s (lambda layers' random weights reach 4e4)."""
+
     def build(rng):
         import_torchvision()  # timm imports torchvision
         import timm
@@ -212,9 +210,21 @@ def _timm(name: str, shape=IMAGE):
         module = timm.create_model(name, pretrained=False)
         randomize_batchnorm(module, rng)
         randomize_constant_parameters(module, rng)
-        return module, _image(rng, shape)
+        inputs = _image(rng, shape)
+        if calibrate:
+            calibrate_on_images(module, inputs["input"], rng)
+        return module, inputs
 
     return build
+
+
+def calibrate_on_images(module, image: np.ndarray, rng: np.random.Generator) -> None:
+    """calibrate_batchnorm on ``image`` and three random ones."""
+    import torch
+
+    module.eval()
+    batch = np.concatenate([image, rng.standard_normal((3, *image.shape[1:])).astype(np.float32)])
+    calibrate_batchnorm(module, lambda: module(torch.from_numpy(batch)), rng)
 
 
 def calibrate_batchnorm(module, run: Callable[[], object], rng: np.random.Generator) -> None:
@@ -1101,6 +1111,152 @@ MODELS: dict[str, ModelSpec] = {
             _hf_text("MobileBertConfig", "MobileBertModel", 1, vocab_size=30522, num_hidden_layers=2),
             ("last_hidden_state",),
         ),
+        # Sixth batch: MixNet's mixed depthwise kernel sizes, ECA's 1-d conv across channels,
+        # lambda layers, BoTNet's relative-position attention in a conv net, TResNet's
+        # space-to-depth stem and anti-aliased downsampling, DPN's dual paths, Xception's
+        # separable convs, FocalNet's focal modulation, Hiera's unrolled tokens, InceptionNeXt's
+        # band kernels (1 x 11, 11 x 1), TNT's inner transformer, PPHGNet v2, EfficientFormer v2,
+        # MViT v2's pooling attention; Mistral's sliding window, Qwen3's query/key norms, OPT,
+        # FNet's Fourier transforms, XLNet's relative attention, ModernBERT's alternating local
+        # and global attention, WavLM's gated relative position bias.
+        _spec("mixnet_s", "timm", _timm("mixnet_s")),
+        _spec("ecaresnet26t", "timm", _timm("ecaresnet26t")),
+        _spec("lambda_resnet26t", "timm", _timm("lambda_resnet26t", (1, 3, 256, 256), calibrate=True)),
+        _spec("botnet26t", "timm", _timm("botnet26t_256", (1, 3, 256, 256))),
+        _spec("tresnet_m", "timm", _timm("tresnet_m")),
+        _spec("dpn68", "timm", _timm("dpn68")),
+        _spec("xception41", "timm", _timm("xception41")),
+        _spec("focalnet_tiny", "timm", _timm("focalnet_tiny_srf")),
+        _spec("hiera_tiny", "timm", _timm("hiera_tiny_224")),
+        _spec("inception_next_tiny", "timm", _timm("inception_next_tiny")),
+        _spec("tnt_s", "timm", _timm("tnt_s_patch16_224")),
+        _spec("hgnetv2_b0", "timm", _timm("hgnetv2_b0")),
+        _spec("efficientformerv2_s0", "timm", _timm("efficientformerv2_s0")),
+        _spec("mvitv2_tiny", "timm", _timm("mvitv2_tiny")),
+        _spec(
+            "mistral",
+            "transformers",
+            _hf_text(
+                "MistralConfig",
+                "MistralModel",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                sliding_window=32,
+                max_position_embeddings=SEQ,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "qwen3",
+            "transformers",
+            _hf_text(
+                "Qwen3Config",
+                "Qwen3Model",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                max_position_embeddings=SEQ,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "opt",
+            "transformers",
+            _hf_text(
+                "OPTConfig",
+                "OPTModel",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                word_embed_proj_dim=128,
+                ffn_dim=512,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                max_position_embeddings=SEQ + 2,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "fnet",
+            "transformers",
+            _hf_text(
+                "FNetConfig",
+                "FNetModel",
+                1,
+                mask=False,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=512,
+                num_hidden_layers=2,
+                max_position_embeddings=SEQ,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "xlnet",
+            "transformers",
+            _hf_text(
+                "XLNetConfig",
+                "XLNetModel",
+                1,
+                vocab_size=32000,
+                d_model=128,
+                n_layer=2,
+                n_head=4,
+                d_inner=512,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "modernbert",
+            "transformers",
+            _hf_text(
+                "ModernBertConfig",
+                "ModernBertModel",
+                1,
+                vocab_size=32000,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=3,
+                num_attention_heads=4,
+                global_attn_every_n_layers=3,
+                local_attention=32,
+                max_position_embeddings=SEQ,
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=2,
+                cls_token_id=1,
+                sep_token_id=2,
+            ),
+            ("last_hidden_state",),
+        ),
+        _spec(
+            "wavlm",
+            "transformers",
+            _hf_first_output(
+                "WavLMConfig",
+                "WavLMModel",
+                _audio,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=512,
+                conv_dim=(64,) * 7,
+                num_conv_pos_embeddings=32,
+                num_conv_pos_embedding_groups=4,
+            ),
+            ("last_hidden_state",),
+        ),
     ]
 }
 
@@ -1211,6 +1367,28 @@ ENTRIES: list[Entry] = [
     *_entries("beit", "dynamo", "onnx17"),
     *_entries("funnel", "dynamo", "onnx17"),
     *_entries("esm", "dynamo", "onnx17"),
+    # The sixth batch, with the default exporter (dynamo) and the TorchScript one.
+    *_entries("mixnet_s", "dynamo", "onnx17"),
+    *_entries("ecaresnet26t", "dynamo", "onnx17"),
+    *_entries("lambda_resnet26t", "dynamo", "onnx17"),
+    *_entries("botnet26t", "dynamo", "onnx17"),
+    *_entries("tresnet_m", "dynamo", "onnx17"),
+    *_entries("dpn68", "dynamo", "onnx17"),
+    *_entries("xception41", "dynamo", "onnx17"),
+    *_entries("focalnet_tiny", "dynamo", "onnx17"),
+    *_entries("hiera_tiny", "pt2", "onnx17"),  # the dynamo exporter refuses its 5-d SDPA
+    *_entries("inception_next_tiny", "dynamo", "onnx17"),
+    *_entries("tnt_s", "dynamo", "onnx17"),
+    *_entries("hgnetv2_b0", "dynamo", "onnx17"),
+    *_entries("efficientformerv2_s0", "dynamo", "onnx17"),
+    *_entries("mvitv2_tiny", "dynamo", "onnx17"),
+    *_entries("mistral", "dynamo", "onnx17"),
+    *_entries("qwen3", "dynamo", "onnx17"),
+    *_entries("opt", "dynamo", "onnx17"),
+    *_entries("fnet", "dynamo", "onnx17"),
+    *_entries("xlnet", "pt2", "onnx17"),  # the dynamo exporter fails on its relative positions (aten.sub)
+    *_entries("modernbert", "dynamo", "onnx17"),
+    *_entries("wavlm", "dynamo", "onnx17"),
 ]
 
 

@@ -80,6 +80,19 @@ def triu_indices(node: fx.Node, importer: ExportedProgramImporter) -> relax.Expr
     return relax.const(values)
 
 
+def amax(node: fx.Node, importer: ExportedProgramImporter) -> relax.Expr:
+    """``aten.amax`` / ``aten.amin`` (dims, keepdim): a max/min reduction; no dims reduces
+    every axis, as in PyTorch (Hiera's max-pooling of its unrolled tokens)."""
+    from tvm import relax
+
+    args = list(node.args) + [None] * (3 - len(node.args))
+    dims = args[1] if args[1] is not None else node.kwargs.get("dim", [])
+    keepdim = bool(args[2] if args[2] is not None else node.kwargs.get("keepdim", False))
+    dims = [int(d) for d in ([dims] if isinstance(dims, int) else dims)] or None
+    reduce = relax.op.max if "amax" in str(node.target) else relax.op.min
+    return importer.block_builder.emit(reduce(importer.env[node.args[0]], axis=dims, keepdims=keepdim))
+
+
 _INDEX_DTYPES = ("int32", "int64")
 
 
@@ -200,4 +213,6 @@ CONVERTERS = {
     "_embedding_bag_forward_only.default": embedding_bag,
     "triu_indices.default": triu_indices,
     "index.Tensor": index_tensor,
+    "amax.default": amax,
+    "amin.default": amax,
 }

@@ -449,7 +449,7 @@ def relax_rewrites(
         Rewrite("float16-mod", widen_float16_mod, optional=False),
         Rewrite("batch-norm-affine", inference_batch_norm_as_affine),
         Rewrite("conv1d-as-2d", conv1d_as_conv2d),
-        Rewrite("conv3d-as-2d", conv3d_as_conv2d),
+        Rewrite("conv3d-as-2d", lambda m: conv3d_as_conv2d(m, notes)),
         Rewrite("conv-dead-taps", conv_dead_taps),
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
         Rewrite("einsum-as-matmul", einsum_as_matmul),

@@ -258,6 +258,30 @@ def test_pt2_advanced_indexing_forms_match_pytorch(form, tmp_path):
     np.testing.assert_array_equal(ours, expected)
 
 
+# torch.amax / torch.amin forms (aten.amax / aten.amin, which TVM's importer lacks).
+EXTREMUM_FORMS = {
+    "amax over one axis": lambda x: torch.amax(x, dim=1),
+    "amax over two, kept": lambda x: torch.amax(x, dim=(1, 3), keepdim=True),
+    "amin over a negative axis": lambda x: torch.amin(x, dim=-2),
+    "amax over every axis": lambda x: torch.amax(x),
+}
+
+
+@pytest.mark.parametrize("form", list(EXTREMUM_FORMS))
+def test_pt2_amax_and_amin_match_pytorch(form, tmp_path):
+    from relay2cmake.frontends.torch import import_torch
+    from relay2cmake.golden import tvm_vm_reference
+
+    x = torch.randn(3, 4, 5, 6)
+    program = torch.export.export(_Form(EXTREMUM_FORMS[form]), (x,))
+    torch.export.save(program, str(tmp_path / "form.pt2"))
+    (ours,) = tvm_vm_reference(import_torch(tmp_path / "form.pt2", {}), [x.numpy()])
+    with torch.no_grad():
+        expected = program.module()(x).numpy()
+    assert ours.shape == expected.shape
+    np.testing.assert_array_equal(ours, expected)
+
+
 class _Mask(torch.nn.Module):
     def forward(self, x):
         return x[:, x[0] > 0]

@@ -2009,6 +2009,59 @@ def test_conv3d_as_2d_wraps_each_convolution_when_one_cannot_be_rewritten():
     _assert_close_to_largest(_run_relax(rewritten, x), _run_relax(original, x))
 
 
+def _conv_then_squeeze(op: str, shape, kernel, padding, axis: int):
+    """A convolution whose output has a 1 along ``axis`` (negative), squeezed away (timm's
+    lambda layers squeeze axis -2 after their conv3d)."""
+    from tvm import relax
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape).astype("float32")
+    weight = rng.standard_normal((4, shape[1], *kernel)).astype("float32")
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            conv = bb.emit(getattr(relax.op.nn, op)(data, relax.const(weight), padding=padding))
+            out = bb.emit_output(bb.emit(relax.op.squeeze(relax.op.nn.relu(conv), [axis])))
+        bb.emit_func_output(out)
+    return bb.get(), x
+
+
+def test_conv3d_as_2d_converts_layout_past_a_squeeze_along_a_negative_axis(monkeypatch):
+    """TVM's layout conversion fails (std::bad_alloc) on a squeeze along a negative axis after
+    a converted operator; the axis is counted from the front first, so the conversion
+    succeeds. Were it to fail all the same, each conv3d is still rewritten, wrapped in its own
+    transposes, and one line says so (it declined the whole rewrite: lambda layers' conv3d
+    ran unscheduled at 2.6 GFLOPS)."""
+    from relay2cmake.lower.rewrites import common, conv3d_as_2d
+
+    original, x = _conv_then_squeeze("conv3d", (1, 3, 5, 6, 1), (3, 3, 1), (1, 1, 0, 1, 1, 0), -1)
+    expected = _run_relax(original, x)
+    notes: list[str] = []
+    rewritten = conv3d_as_2d.conv3d_as_conv2d(original, notes)
+    assert notes == [] and "conv3d" not in rewritten.script()
+    np.testing.assert_allclose(_run_relax(rewritten, x), expected, rtol=1e-5, atol=1e-5)
+
+    assert common.squeeze_axes_counted_from_the_front(original).script().count("axis=[4]") == 1
+    monkeypatch.setattr(conv3d_as_2d, "squeeze_axes_counted_from_the_front", lambda module: module)
+    rewritten = conv3d_as_2d.conv3d_as_conv2d(original, notes)
+    assert len(notes) == 1 and "transposed on its own" in notes[0] and "bad_alloc" in notes[0], notes
+    assert "conv3d" not in rewritten.script()
+    np.testing.assert_allclose(_run_relax(rewritten, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_converts_layout_past_a_squeeze_along_a_negative_axis():
+    """The 2-D convolutions' layout conversion, past the same squeeze: nothing is kept in
+    the original layout (the squeeze was, with a transpose before it)."""
+    from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+
+    original, x = _conv_then_squeeze("conv2d", (1, 3, 6, 1), (3, 1), (1, 0, 1, 0), -1)
+    notes: list[str] = []
+    rewritten = convolutions_channels_last(original, fallbacks=notes)
+    assert notes == [] and "R.squeeze(" in rewritten.script() and "axis=[2]" in rewritten.script()
+    np.testing.assert_allclose(_run_relax(rewritten, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("channels", [21, 32])
 def test_a_channels_last_resize_then_transpose_runs_in_channel_vectors(channels):
     """A bilinear resize left channels-last, then transposed to the model's channels-first

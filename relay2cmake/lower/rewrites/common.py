@@ -129,3 +129,20 @@ def adopted_constant(array: np.ndarray) -> relax.Constant:
     from tvm import relax
 
     return relax.const(adopted_tensor(array))
+
+
+def squeeze_axes_counted_from_the_front(module: IRModule) -> IRModule:
+    """``squeeze`` with its negative axes as their positive equivalents (the input's rank is
+    known). TVM 0.27's layout conversion fails with ``std::bad_alloc`` on a squeeze along a
+    negative axis after a converted operator; timm's lambda layers squeeze axis -2, and the
+    whole conversion was declined (their 3-D convolutions then ran unscheduled, 2.6 GFLOPS)."""
+    from tvm import relax
+
+    def positive(mutator, call):
+        ndim = int(getattr(call.args[0].ty, "ndim", -1))
+        axes = call.attrs.axis
+        if ndim < 0 or axes is None or all(int(a) >= 0 for a in axes):
+            return call
+        return relax.op.squeeze(call.args[0], [int(a) % ndim for a in axes])
+
+    return rewrite_calls(module, "relax.squeeze", positive)

@@ -27,6 +27,7 @@ from relay2cmake.lower.rewrites.common import (
     calls_to,
     constant_or_self,
     rewrite_functions,
+    squeeze_axes_counted_from_the_front,
     static_shape,
 )
 from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
@@ -387,7 +388,7 @@ def _convert_layout(module):
     # lower (TVM legalizes conv2d_transpose for NCHW/IOHW only: a U-Net's up-convolutions).
     return relax.transform.ConvertLayout(
         {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
-    )(module)
+    )(squeeze_axes_counted_from_the_front(module))
 
 
 def _operators(module) -> list[str]:

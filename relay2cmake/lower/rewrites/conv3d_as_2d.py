@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from relay2cmake.errors import describe
 from relay2cmake.lower.rewrites.common import (
     calls_to,
     constant_or_self,
     rewrite_calls,
+    squeeze_axes_counted_from_the_front,
     static_float32_convolution,
     static_shape,
 )
@@ -40,7 +42,9 @@ if TYPE_CHECKING:
     from tvm.ir import IRModule
 
 
-def conv3d_as_conv2d(module: IRModule) -> IRModule:
+def conv3d_as_conv2d(module: IRModule, fallbacks: list[str] | None = None) -> IRModule:
+    """The rewrite; when layout conversion fails, each convolution gets its own transposes
+    and one line says so in ``fallbacks``."""
     from tvm import relax
 
     from relay2cmake.lower.rewrites.constant_transposes import fold_constant_transposes
@@ -49,8 +53,16 @@ def conv3d_as_conv2d(module: IRModule) -> IRModule:
     if not calls:
         return module
     if all(static_float32_convolution(call, "NCDHW", "OIDHW") for call in calls):
-        converted = relax.transform.ConvertLayout({"relax.nn.conv3d": ["NDHWC", "DHWIO"]})(module)
-        module = fold_constant_transposes(converted)  # the weights' DHWIO transposes
+        convert = relax.transform.ConvertLayout({"relax.nn.conv3d": ["NDHWC", "DHWIO"]})
+        try:
+            converted = convert(squeeze_axes_counted_from_the_front(module))
+            module = fold_constant_transposes(converted)  # the weights' DHWIO transposes
+        except Exception as exc:  # TVM's conversion fails on some operators between them
+            if fallbacks is not None:
+                fallbacks.append(
+                    "conv3d-as-2d: each 3-D convolution transposed on its own "
+                    f"(layout conversion failed: {describe(exc, 160)})"
+                )
     return rewrite_calls(module, "relax.nn.conv3d", _as_conv2d)
 
 
