@@ -920,6 +920,29 @@ def test_a_parallel_matmul_keeps_its_predicated_row_tiles_out_of_the_parallel_lo
     np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(24, 1, 64), (24, 1, 1, 64)])
+def test_a_dense_layer_on_time_major_data_takes_its_rows_along_the_outer_axis(shape):
+    """XLNet's dense layers run on [sequence, batch = 1, features]: the matmul's own row axis
+    has extent 1. A tile of one row read a vector of weights per multiply-add (50 GFLOPS);
+    the outer axes are now the rows, in tiles of 4, and it equals NumPy."""
+    import tvm
+
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype("float32")
+    w = rng.standard_normal((64, 32)).astype("float32")
+    target = parse_targets(["x86_64:x86-64-v3"])[-1]
+    func, _ = _matmul_kernel(x, w, target)
+    assert re.search(r"fused_1 in T\.unroll\(T\.int64\(4\)\)", func.script()), func.script()
+    with build_context():
+        library = tvm.tirx.build(tvm.IRModule({"main": func}), target=target.tvm_target())
+    packed = np.ascontiguousarray(w.reshape(64, 2, 16).transpose(1, 0, 2))
+    output = _aligned(24 * 32, 0.0).reshape(*shape[:-1], 32)
+    library["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(packed), tvm.runtime.from_dlpack(output))
+    np.testing.assert_allclose(output, x @ w, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("batch", "rows", "depth", "columns"), [(3, 197, 64, 197), (2, 37, 13, 37), (4, 196, 24, 196)]
 )
