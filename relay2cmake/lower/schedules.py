@@ -240,7 +240,9 @@ COLUMN_BLOCK_BYTES = 128 << 10  # of B, for all row tiles in turn when columns g
 def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
     loops = sch.get_loops(block)
     *outer, i, j, k = loops
-    while outer and _is_static(sch, i) and _extent(sch, i) == 1 and _shared_weights(sch, block):
+    while outer and all(_is_static(sch, loop) for loop in (outer[-1], i)) and _extent(sch, i) == 1:
+        if not _shared_weights(sch, block):
+            break
         # One row per outer index (time-major data, [sequence, batch = 1, features]: XLNet's
         # dense layers): the outer axis becomes the rows, so that a tile has several and each
         # vector of weights loaded feeds as many multiply-adds (one row a tile: 50 GFLOPS).
