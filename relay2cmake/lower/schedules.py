@@ -1403,13 +1403,22 @@ def _schedule_viewed_transpose(func: PrimFunc, options: ScheduleOptions) -> Prim
     scheduled = _schedule_transpose(with_views, options)
     if scheduled is None:
         return None
-    # (the schedule works on a copy: its own parameter and view objects)
-    count = len(func.params)
-    params, copied_views = list(scheduled.params[:count]), scheduled.params[count:]
-    sources = [params[next(i for i, p in enumerate(func.params) if p.same_as(s))] for _, s in views]
+    sources = [next(i for i, p in enumerate(func.params) if p.same_as(s)) for _, s in views]
+    return _declare_views(scheduled, sources)
+
+
+def _declare_views(scheduled: PrimFunc, sources: list[int]) -> PrimFunc:
+    """``scheduled``, whose last parameters are views, one of the parameter at each position
+    of ``sources``, with the views declared over their sources' memory instead: views are
+    parameters only while a schedule runs (a declaration in the root block would be renamed
+    by the transpose tiles' cache_read)."""
+    from tvm import s_tir, tirx
+
+    count = len(scheduled.params) - len(sources)
+    params, views = list(scheduled.params[:count]), scheduled.params[count:]
     root = scheduled.body.block
     declared = tirx.SeqStmt(
-        [*(tirx.DeclBuffer(v, data=s.data) for v, s in zip(copied_views, sources, strict=True)), root.body]
+        [*(tirx.DeclBuffer(v, data=params[i].data) for v, i in zip(views, sources, strict=True)), root.body]
     )
     root = s_tir.SBlock(
         root.iter_vars,
@@ -1734,6 +1743,87 @@ def _indices_within_ranges(func, lanes: int):
     if divided(func) and (not divided(simplified) or vectors_along_innermost(simplified)):
         return simplified
     return None
+
+
+def _flat_view_loads(func):
+    """``func``'s blocks inlined into its outputs, with each load of an input whose indices
+    divide the block's innermost iterator, or take it modulo, but whose offset in the flat
+    input does not (proved over the iterators' ranges) and steps by one element along it,
+    reading a one-dimensional view of that input at that offset; with the views as extra
+    parameters and the inputs they view, or None when no load qualifies. A slice of a reshape
+    (Funnel's relative-position shift: ``[4, 256, 128]`` rows 1 onwards read back as ``[4,
+    128, 255]``) indexes its input with ``(i * 255 + j) // 128`` and ``% 128``: every vector
+    a gather (12 GB/s), though it copies four contiguous runs of memory (80 GB/s so)."""
+    import tvm
+    import tvm_ffi
+    from tvm import s_tir, tirx
+
+    sch = s_tir.Schedule(deep_copy(func))
+    try:
+        if not _inline_into_outputs(sch):
+            return None
+    except Exception:  # a block that cannot be inlined: as it was
+        return None
+    inlined = sch.mod["main"]
+    params = list(inlined.params)
+    views: dict = {}  # input -> its flat view
+
+    def flat_offset(load, analyzer):
+        offset = tirx.const(0, "int64")
+        for index, extent in zip(load.indices, load.source.shape, strict=True):
+            offset = offset * extent + tirx.Cast("int64", index)
+        return analyzer.simplify(offset)
+
+    def through_view(block):
+        if not block.iter_vars:
+            return block
+        innermost = block.iter_vars[-1].var
+        analyzer = _block_analyzer(block)
+        divisions = (tirx.FloorDiv, tirx.FloorMod)
+
+        def load(node):
+            source = node.source
+            if (
+                not any(source.same_as(p) for p in params)
+                or not all(isinstance(d, tirx.IntImm) for d in source.shape)
+                or not any(_contains(i, divisions, lambda d: _uses(d, innermost)) for i in node.indices)
+            ):
+                return node
+            offset = flat_offset(node, analyzer)
+            if _contains(offset, divisions, lambda d: _uses(d, innermost)):
+                return node
+            step = tvm.sym.detect_linear_equation(offset, [innermost])
+            if len(step) != 2 or not isinstance(step[0], tirx.IntImm) or int(step[0]) != 1:
+                return node
+            if source not in views:
+                size = tirx.const(math.prod(int(d) for d in source.shape), "int64")
+                views[source] = tirx.decl_buffer([size], source.dtype, f"{source.name}_flat")
+            return tirx.BufferLoad(views[source], [offset])
+
+        body = tvm_ffi.structural_map(block.body, [(tvm.ir.TensorLoad, load)])
+        if body.same_as(block.body):
+            return block
+        buffers = {b: b for b in [*params, *views.values()]}
+        changed = s_tir.SBlock(block.iter_vars, [], block.writes, block.name_hint, body)
+        reads, _ = s_tir.analysis.get_sblock_read_write_region(changed, buffers)
+        return s_tir.SBlock(
+            block.iter_vars,
+            reads,
+            block.writes,
+            block.name_hint,
+            body,
+            block.init,
+            block.alloc_buffers,
+            block.match_buffers,
+            block.annotations,
+        )
+
+    mapped = tvm_ffi.structural_map(inlined, [(s_tir.SBlock, through_view)])
+    if not views:
+        return None
+    sources = list(views)
+    with_views = tirx.PrimFunc([*params, *views.values()], mapped.body, attrs=inlined.attrs)
+    return with_views, [params.index(s) for s in sources]
 
 
 def _loads_within_ranges(block):
@@ -2066,7 +2156,15 @@ def _schedule_with(func, options: ScheduleOptions):
     if transposed is not None:
         return transposed
     ranged = (options.vectorize and _innermost_runs(func, options)) or func
-    injective = s_tir.Schedule(deep_copy(_indices_within_ranges(ranged, options.vector_lanes) or ranged))
+    injective_func = _indices_within_ranges(ranged, options.vector_lanes) or ranged
+    flat = _flat_view_loads(injective_func) if options.vectorize else None
+    if flat is not None:
+        with_views, sources = flat
+        viewed = s_tir.Schedule(deep_copy(with_views))
+        lanes = _schedule_injective(viewed, options)
+        if lanes:
+            return _declare_views(likely_index_conditions(viewed.mod["main"], lanes), sources)
+    injective = s_tir.Schedule(deep_copy(injective_func))
     lanes = _schedule_injective(injective, options)
     if lanes:
         return likely_index_conditions(injective.mod["main"], lanes)

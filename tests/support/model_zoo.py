@@ -549,7 +549,9 @@ def awkward_family() -> onnx.ModelProto:
     channel and transposed channels-last (the reshape fused into the transpose: its input read
     through a view, in tiles). And an instance norm of y's rows of 37 (a mean, then a variance
     reading it: partial sums in vectors, the last one predicated). And
-    y's rows' products with each other as an einsum (a batched matmul)."""
+    y's rows' products with each other as an einsum (a batched matmul). And x without its
+    first row read back as rows of 24 (Funnel's relative-position shift: indices that divide
+    the rows, one contiguous run of memory, read through a flat view)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -607,6 +609,8 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Transpose", ["blocks_scaled"], ["blocks_last"], perm=[0, 2, 3, 1]),
         helper.make_node("InstanceNormalization", ["y", "norm_scale", "norm_bias"], ["y_normed"]),
         helper.make_node("Einsum", ["y", "y"], ["gram"], equation="bij,bkj->bik"),
+        helper.make_node("Slice", ["x", "shift_start", "shift_end", "shift_axes"], ["x_rest"]),
+        helper.make_node("Reshape", ["x_rest", "shift_shape"], ["shifted"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -629,6 +633,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("blocks_last", [1, 4, 16, 13]),
             _float_info("y_normed", [1, 13, 37]),
             _float_info("gram", [1, 13, 13]),
+            _float_info("shifted", [1, 32, 24]),
         ],
         initializer=[
             _const("w1", w1),
@@ -655,6 +660,10 @@ def awkward_family() -> onnx.ModelProto:
             _const("channel_scale", rng.standard_normal((13, 1, 1)).astype(np.float32)),
             _const("norm_scale", rng.standard_normal(13).astype(np.float32)),
             _const("norm_bias", rng.standard_normal(13).astype(np.float32)),
+            _const("shift_start", np.array([1], np.int64)),
+            _const("shift_end", np.array([13], np.int64)),
+            _const("shift_axes", np.array([1], np.int64)),
+            _const("shift_shape", np.array([1, 32, 24], np.int64)),
         ],
     )
     return _model(graph)
