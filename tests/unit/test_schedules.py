@@ -1622,13 +1622,15 @@ def test_a_layer_norm_spelt_out_reduces_its_rows_in_partial_sums(length):
         ((2, 40, 24), (0, 2, 1), "plain", "int8"),
         # ViT's keys as a right operand: rows tile * 16 + lane, past the 197th zero
         ((1, 3, 197, 64), (0, 1, 3, 2), "scale and packed columns", "float32"),
+        # Funnel's positional scores: the output's contiguous axis second last, before a 1
+        ((1, 4, 24, 40), (3, 1, 2, 0), "plain", "float32"),
     ],
 )
 def test_transposes_are_tiled_and_exact(shape, axes, stage, dtype):
     """A transpose of the innermost axis, with the stages around it, is cut in tiles whose
     input rows are loaded as whole vectors (the output's vectors gathered one element per
-    input row: 3.6 GB/s); NumPy's values (exactly but for FMAs), whatever the tails; a stage that pads the
-    transposed tensor keeps its padding written."""
+    input row: 3.6 GB/s); NumPy's values (exactly but for FMAs), whatever the tails and axes of
+    extent 1; a stage that pads the transposed tensor keeps its padding written."""
     from tvm import te, topi
 
     rng = np.random.default_rng(11)
