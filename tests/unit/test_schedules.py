@@ -1449,7 +1449,9 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     registers with a predicated last one; the partial vectors combined by halving (one after
     another: a chain of 16 scalar latencies a row). NumPy's numbers in float64, also for rows with a
     NaN, +inf, only -inf, some -inf, the largest value last (the tail), and huge values; and
-    a mask's ``where`` after the softmax keeps one exponential per element."""
+    a mask's ``where`` after the softmax keeps one exponential per element. The difference
+    from the maximum is no pass of its own (inlined into the exponentials); ``1 / sum`` is
+    computed once a row."""
     from tvm import relax, s_tir
 
     from relay2cmake.lower.pipeline import scheduled_kernels
@@ -1481,6 +1483,9 @@ def test_softmax_rows_reduce_in_vectors_and_keep_special_values(length, wide, ma
     script = func.script()
     assert script.count("0.0083125252") == 1, "the exponential is computed more than once per element"
     assert "T_softmax_maxelem_rf" in script and "T_softmax_expsum_rf" in script, "a serial row reduction"
+    # the difference from the maximum is computed in the exponentials' pass; 1 / sum once a row
+    blocks = {b.name_hint for b in schedules._collect(func, s_tir.SBlock)}
+    assert "T_softmax_delta" not in blocks and "T_softmax_scale" in blocks, sorted(blocks)
     if length >= 128:  # the partial vectors combined by halving: the last step adds two
         schedule = s_tir.Schedule(func)
         for name in ("T_softmax_maxelem", "T_softmax_expsum"):
