@@ -745,6 +745,35 @@ def test_winograd_output_with_a_silu_epilogue_is_scheduled():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("size", "parallel"), [(14, False), (56, True)])
+def test_small_winograd_transforms_run_on_the_caller_alone(size, parallel):
+    """Winograd's transforms of a 14 x 14 x 32 image (25 Ki and 6 Ki elements) have no
+    parallel loop, as small injective kernels have none (NFNet-L0's took 6.2 us a call on one
+    thread and 11.2 us on two); those of a 56 x 56 image keep theirs. The product is not a
+    transform and stays parallel either way."""
+    from tvm import relax
+
+    from relay2cmake.lower.pipeline import scheduled_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(8)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 32, size, size), "float32"))
+    weight = relax.const(rng.standard_normal((32, 32, 3, 3)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(x, weight, padding=1)))
+        bb.emit_func_output(out)
+    _, scheduled, names = scheduled_kernels(bb.get(), parse_targets(["x86_64"])[-1])
+    kinds = {kind: [n for n in names if kind in n] for kind in ("winograd_input", "winograd_output")}
+    assert all(kinds.values()), sorted(names)
+    for kind, found in kinds.items():
+        for name in found:
+            assert ("T.parallel" in scheduled[name].script()) == parallel, (kind, name)
+    products = [n for n in names if "winograd_product" in n]
+    assert products and all("T.parallel" in scheduled[n].script() for n in products), sorted(names)
+
+
 @pytest.mark.parametrize("length", [196, 200, 197, 64])
 @pytest.mark.parametrize("op", ["softmax", "layer_norm"])
 def test_rows_that_the_register_does_not_divide_are_scheduled_and_exact(op, length):
