@@ -1840,7 +1840,7 @@ def _flat_view_loads(func):
         return None
     inlined = sch.mod["main"]
     params = list(inlined.params)
-    views: dict = {}  # input -> its flat view
+    views: dict[int, object] = {}  # an input's position among the parameters -> its flat view
 
     def flat_offset(load, analyzer):
         offset = tirx.const(0, "int64")
@@ -1857,8 +1857,9 @@ def _flat_view_loads(func):
 
         def load(node):
             source = node.source
+            position = next((i for i, p in enumerate(params) if source.same_as(p)), None)
             if (
-                not any(source.same_as(p) for p in params)
+                position is None
                 or not all(isinstance(d, tirx.IntImm) for d in source.shape)
                 or not any(_contains(i, divisions, lambda d: _uses(d, innermost)) for i in node.indices)
             ):
@@ -1869,10 +1870,10 @@ def _flat_view_loads(func):
             step = tvm.sym.detect_linear_equation(offset, [innermost])
             if len(step) != 2 or not isinstance(step[0], tirx.IntImm) or int(step[0]) != 1:
                 return node
-            if source not in views:
+            if position not in views:
                 size = tirx.const(math.prod(int(d) for d in source.shape), "int64")
-                views[source] = tirx.decl_buffer([size], source.dtype, f"{source.name}_flat")
-            return tirx.BufferLoad(views[source], [offset])
+                views[position] = tirx.decl_buffer([size], source.dtype, f"{source.name}_flat")
+            return tirx.BufferLoad(views[position], [offset])
 
         body = tvm_ffi.structural_map(block.body, [(tvm.ir.TensorLoad, load)])
         if body.same_as(block.body):
@@ -1895,9 +1896,8 @@ def _flat_view_loads(func):
     mapped = tvm_ffi.structural_map(inlined, [(s_tir.SBlock, through_view)])
     if not views:
         return None
-    sources = list(views)
     with_views = tirx.PrimFunc([*params, *views.values()], mapped.body, attrs=inlined.attrs)
-    return with_views, [params.index(s) for s in sources]
+    return with_views, list(views)
 
 
 def _loads_within_ranges(block):

@@ -1213,13 +1213,14 @@ def test_a_slice_after_a_reshape_reads_plain_indices():
     np.testing.assert_array_equal(got, scores.reshape(50, 91)[:, 1:])
 
 
-@pytest.mark.parametrize("scaled", [False, True])
-def test_a_reshape_of_a_slice_reads_its_input_through_a_flat_view(scaled):
+@pytest.mark.parametrize("stage", ["plain", "scaled", "two shifts"])
+def test_a_reshape_of_a_slice_reads_its_input_through_a_flat_view(stage):
     """Funnel's relative-position shift: ``[1, 4, 256, 128]`` without its first row, read
     back as ``[1, 4, 128, 255]``. Its indices divide the innermost iterator by 128 (every
     vector a gather: 12 GB/s), yet each head is one contiguous run of the input: the load
     reads a flat view of the input at ``head * 32768 + row * 255 + column + 128``, in plain
-    vectors (0.085 -> 0.013 ms); the values are NumPy's, with and without a scale fused in."""
+    vectors (0.085 -> 0.013 ms); the values are NumPy's, with a scale fused in, and with a
+    second shift of the same input (without its last row) added: one view, two offsets."""
     import tvm
     from tvm import relax
 
@@ -1231,19 +1232,25 @@ def test_a_reshape_of_a_slice_reads_its_input_through_a_flat_view(scaled):
     scale = rng.standard_normal(255).astype("float32")
     bb = relax.BlockBuilder()
     data = relax.Var("x", relax.TensorType(scores.shape, "float32"))
+
+    def shift(begin: int):
+        rows = relax.op.strided_slice(data, axes=[2], begin=[begin], end=[begin + 255])
+        return relax.op.reshape(rows, (1, 4, 128, 255))
+
     with bb.function("main", [data]):
         with bb.dataflow():
-            rows = bb.emit(relax.op.strided_slice(data, axes=[2], begin=[1], end=[256]))
-            out = bb.emit(relax.op.reshape(rows, (1, 4, 128, 255)))
-            if scaled:
-                out = bb.emit(relax.op.multiply(out, relax.const(scale)))
+            out = shift(1)
+            if stage == "scaled":
+                out = relax.op.multiply(out, relax.const(scale))
+            if stage == "two shifts":
+                out = relax.op.add(out, shift(0))
             out = bb.emit_output(out)
         bb.emit_func_output(out)
     target = parse_targets(["x86_64"])[-1]
     lowered, kernels, scheduled = scheduled_kernels(bb.get(), target)
     (func,) = kernels.functions.values()
     text = func.script()
-    assert scheduled and "T.vectorized" in text and "x_flat" in text, text
+    assert scheduled and "T.vectorized" in text and text.count("x_flat = ") == 1, text
     blocks = schedules._collect(func, tvm.s_tir.SBlock, lambda b: bool(b.iter_vars))
     assert not any(schedules._innermost_divided(b) for b in blocks), text
     with build_context():
@@ -1251,7 +1258,11 @@ def test_a_reshape_of_a_slice_reads_its_input_through_a_flat_view(scaled):
             lowered, target=target.tvm_target(), relax_pipeline=tvm.transform.Sequential([])
         )
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(scores)).numpy()
-    want = scores[:, :, 1:, :].reshape(1, 4, 128, 255) * (scale if scaled else 1)
+    want = scores[:, :, 1:, :].reshape(1, 4, 128, 255)
+    if stage == "scaled":
+        want = want * scale
+    if stage == "two shifts":
+        want = want + scores[:, :, :255, :].reshape(1, 4, 128, 255)
     np.testing.assert_array_equal(got, want)
 
 
