@@ -29,6 +29,7 @@ from relay2cmake.frontends.onnx_settled import (
     guard,
     kept_if_chosen,
 )
+from relay2cmake.relax_shapes import static_dims
 
 
 def _is_constant(expr, params) -> bool:
@@ -227,9 +228,11 @@ class Slice(OnnxOpConverter):
         axes = inputs[3] if len(inputs) > 3 else None
         steps = inputs[4] if len(inputs) > 4 else None
         out = declared_output()
-        shape = _static_shape(data)
+        shape = static_dims(data.ty)  # None with an extent chosen at run time
         given = [starts, ends, axes, steps]
-        if all(_is_constant(x, params) for x in given) or out is None or len(out) != len(shape):
+        constant = all(_is_constant(x, params) for x in given)
+        if constant or shape is None or out is None or len(out) != len(shape):
+            # (a transformer exported with a run-time sequence length slices it by constants)
             return _theirs("Slice", bb, inputs, attr, params)
         count = (_static_shape(starts) or [0])[0]
         if any(_static_shape(x) != [count] for x in given if x is not None) or 0 in shape:
