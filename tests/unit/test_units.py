@@ -1227,3 +1227,39 @@ def test_the_self_check_leaves_out_objects_this_cpu_cannot_run():
     impossible = KernelTarget("x86_64", "x86-64-v3+avxvnni+avx512vnni+amx-int8")
     result = self_check.check_package(Path("/nonexistent"), "m", (), (), False, impossible)
     assert result.not_run == f"{impossible.label} objects (this CPU lacks their instructions)"
+
+
+def test_a_slice_to_a_length_read_from_a_run_time_shape_imports(tmp_path):
+    """PyTorch's transformer encoder exported with a sequence of 1..512 slices a tensor whose
+    sequence extent is chosen at run time, its end read from the input's shape: the Slice
+    converter asked for the data's static shape first and refused the model; such a slice now
+    goes to TVM's converter, and the model imports with its one run-time dimension."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from relay2cmake.cli import parse_input_shapes
+    from relay2cmake.frontends import import_model
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["length"], axis=0),
+        helper.make_node("Unsqueeze", ["length", "zero"], ["end"]),
+        helper.make_node("Slice", ["x", "start", "end", "one_axis"], ["rows"]),
+        helper.make_node("Add", ["x", "rows"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slice_to_length",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", 8])],
+        initializer=[
+            helper.make_tensor("one", TensorProto.INT64, [], [1]),
+            helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+            helper.make_tensor("start", TensorProto.INT64, [1], [0]),
+            helper.make_tensor("one_axis", TensorProto.INT64, [1], [1]),
+        ],
+    )
+    path = tmp_path / "slice.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    imported = import_model(path, parse_input_shapes(["x=1,1..16,8"]))
+    assert len(imported.dims) == 1 and imported.dims[0].high == 16, imported.dims
