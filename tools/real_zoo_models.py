@@ -541,6 +541,18 @@ def _pixels(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"pixel_values": _image(rng)["input"]}
 
 
+# Wav2Vec2's and WavLM's size: 2 small layers over a feature extractor of 64 channels.
+SMALL_AUDIO_ENCODER = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=512,
+    conv_dim=(64,) * 7,
+    num_conv_pos_embeddings=32,
+    num_conv_pos_embedding_groups=4,
+)
+
+
 def _audio(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}  # 1 s at 16 kHz
 
@@ -829,13 +841,7 @@ MODELS: dict[str, ModelSpec] = {
                 "Wav2Vec2Config",
                 "Wav2Vec2Model",
                 _audio,
-                hidden_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=512,
-                conv_dim=(64,) * 7,
-                num_conv_pos_embeddings=32,
-                num_conv_pos_embedding_groups=4,
+                **SMALL_AUDIO_ENCODER,
             ),
             ("last_hidden_state",),
         ),
@@ -1247,13 +1253,7 @@ MODELS: dict[str, ModelSpec] = {
                 "WavLMConfig",
                 "WavLMModel",
                 _audio,
-                hidden_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=512,
-                conv_dim=(64,) * 7,
-                num_conv_pos_embeddings=32,
-                num_conv_pos_embedding_groups=4,
+                **SMALL_AUDIO_ENCODER,
             ),
             ("last_hidden_state",),
         ),
