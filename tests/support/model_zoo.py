@@ -453,17 +453,17 @@ def _conv(name: str, x: str, out: str, cin: int, cout: int, k: int, stride: int 
 
 
 def conv_family() -> onnx.ModelProto:
-    """The convolutions the default schedules target (channels-last), each with a fused
-    epilogue: 3x3 + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add,
-    a 3x3 on 14 x 14 (Winograd) + relu, 7-wide 1x1 and 3x3 (too few tiles for Winograd),
-    odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed weights' last
-    block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), a grouped
-    convolution (two groups of 12 channels: 4-lane vectors) and a strided depthwise one with
-    two outputs per channel (a depthwise conv of the repeated channels), then a conv of two
-    groups of 24 inputs and 32 outputs (a regular conv per group, concatenated). Between the
-    1x1 and the 14 x 14 conv, a squeeze-excite block: its second 1x1 conv (on a 1 x 1 image) ends in a sigmoid
-    computed once per channel, and the image times those scales is a vectorized stage of its
-    kernel."""
+    """The convolutions the default schedules target (channels-last), each with a fused epilogue: 3x3
+    + relu, strided 3x3 + clip, depthwise 3x3 + relu, 1x1 + residual add, a 3x3 on 14 x 14
+    (Winograd, 28 outputs: its product computes 32) + relu, 7-wide 1x1 and 3x3 (too few tiles
+    for Winograd), odd widths, 24 and 20 output channels (8- and 4-lane vectors, the packed
+    weights' last block padded), 272 on 7 x 7 (17 blocks of 16, computed as 288 and cut), a
+    grouped convolution (two groups of 12 channels: 4-lane vectors) and a strided depthwise
+    one with two outputs per channel (a depthwise conv of the repeated channels), then a conv
+    of two groups of 24 inputs and 32 outputs (a regular conv per group, concatenated).
+    Between the 1x1 and the 14 x 14 conv, a squeeze-excite block: its second 1x1 conv (on a 1
+    x 1 image) ends in a sigmoid computed once per channel, and the image times those scales
+    is a vectorized stage of its kernel."""
     nodes, inits = [], []
     epilogues = {
         "c1": [helper.make_node("Relu", ["c1"], ["r1"])],
@@ -495,8 +495,8 @@ def conv_family() -> onnx.ModelProto:
         ("pw", "r3", "pw", 32, 32, 1),
         ("se1", "se_pool", "se1", 32, 8, 1),
         ("se2", "se_r", "se2", 8, 32, 1),
-        ("w14", "excited", "w14", 32, 32, 3),
-        ("s7", "r14", "s7", 32, 32, 3, 2),
+        ("w14", "excited", "w14", 32, 28, 3),
+        ("s7", "r14", "s7", 28, 32, 3, 2),
         ("p7", "r7", "p7", 32, 272, 1),
         ("q7", "rp7", "q7", 272, 32, 3),
         ("odd", "sum7", "odd", 32, 24, 3),

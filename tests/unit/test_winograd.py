@@ -40,6 +40,7 @@ def test_matrices_give_a_2x2_block_of_a_3x3_correlation():
         (2, 7, 5, 8, 20, [1, 1, 1, 1]),  # odd sizes: the last tiles are cropped
         (1, 6, 9, 12, 16, [0, 1, 2, 0]),  # uneven padding, none on two sides
         (2, 16, 15, 32, 16, [1, 1, 1, 1]),  # 128 tiles of 32 channels: V and M get a row more
+        (1, 10, 10, 28, 28, [1, 1, 1, 1]),  # Res2Net's width: M has 32 channels, Y 28
     ],
 )
 def test_kernels_match_a_direct_convolution(batch, height, width, channels, outputs, padding, vectorize):
@@ -60,8 +61,9 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     u = te.placeholder(packed.shape, name="u")
     products = winograd.product(v, u, outputs)
     second = schedule_function(te.create_prim_func([v, u, products]), options)
+    assert int(products.shape[-1]) == -(-outputs // 16) * 16  # whole vectors: the filter's padding
     m = te.placeholder(products.shape, name="m")
-    out = winograd.output_transform(m, batch, *want.shape[1:3])
+    out = winograd.output_transform(m, batch, *want.shape[1:3], channels=outputs)
     third = schedule_function(te.create_prim_func([m, out]), options)
     assert None not in (first, second, third), "a Winograd kernel kept the unscheduled lowering"
 
@@ -115,7 +117,7 @@ def test_a_batch_chosen_at_run_time_has_its_own_axis_and_the_same_result(batch):
     u = te.placeholder(packed.shape, name="u")
     products = winograd.product(v, u, 24)
     m = te.placeholder(products.shape, name="m")
-    out = winograd.output_transform(m, n, 9, 10)
+    out = winograd.output_transform(m, n, 9, 10, channels=24)
     kernels = scheduled(data, transformed), scheduled(v, u, products), scheduled(m, out)
 
     def zeros(tensor):
@@ -140,6 +142,8 @@ def test_only_3x3_stride_1_convs_with_enough_input_channels_and_tiles_qualify():
     assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [2, 2], image)  # dilated
     assert not winograd.qualifies([1, 1, 64, 64], [1, 1], [1, 1], image)
     assert not winograd.qualifies([3, 3, 3, 64], [1, 1], [1, 1], image)  # an RGB input layer
+    assert not winograd.qualifies([3, 3, 14, 14], [1, 1], [1, 1], [1, 56, 56, 14])  # scalar input transform
+    assert winograd.qualifies([3, 3, 28, 28], [1, 1], [1, 1], [1, 28, 28, 28])
     assert not winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [1, 7, 7, 64])  # 16 tiles
     assert winograd.qualifies([3, 3, 64, 64], [1, 1], [1, 1], [2, 7, 7, 64])  # 32
     # ResNet-50's biggest (3.2 MB transformed) qualifies; a VGG layer (51 MB) does not.
