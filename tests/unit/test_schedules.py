@@ -91,6 +91,61 @@ def test_packed_conv_vectors_divide_the_channels(channels, lanes):
     np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+@pytest.mark.parametrize(("size", "stride", "channels"), [(7, 1, 256), (14, 2, 192), (6, 1, 64)])
+def test_a_conv_with_large_weights_prefetches_the_next_tiles(size, stride, channels, parallel):
+    """HRNet's late 3x3 convs (MBs of weights, a few rows of outputs): each tile of output
+    channels prefetches the next tile's weights, a line per reduction step, every address
+    inside the weights (the last tile's next is clamped to their end). NumPy's numbers; the
+    AArch64 set builds it too; the C set (no vectors) and small weights (64 channels, 147
+    KB) get none."""
+    import dataclasses
+
+    import tvm
+    from tvm import te
+
+    from relay2cmake.lower.pipeline import build_kernels
+    from relay2cmake.targets import parse_targets
+
+    rng = np.random.default_rng(channels)
+    image = rng.standard_normal((1, size, size, channels)).astype(np.float32)
+    hwio = (rng.standard_normal((3, 3, channels, channels)) / np.sqrt(9 * channels)).astype(np.float32)
+    packed = nhwc._packed(hwio, nhwc.computed_channels_of(channels))
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    out = nhwc._conv2d_nhwc(data, weight, [stride, stride], [1, 1, 1, 1], [1, 1], False, channels)
+    func = te.create_prim_func([data, weight, out])
+    options = dataclasses.replace(AVX512, parallel=parallel)
+    scheduled = schedule_function(func, options)
+    assert scheduled is not None
+    large = packed.nbytes >= schedules.PREFETCH_WEIGHT_BYTES
+    assert ("llvm.prefetch" in scheduled.script()) == large, scheduled.script()
+    plain = schedule_function(func, dataclasses.replace(options, vectorize=False))
+    assert plain is not None and "llvm.prefetch" not in plain.script()
+    outputs = int(out.shape[1])
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, outputs, outputs, channels), np.float32)])
+    padded = np.pad(image, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    want = np.zeros((1, outputs, outputs, channels), np.float32)
+    span = stride * (outputs - 1) + 1
+    for ry in range(3):
+        for rx in range(3):
+            want += padded[:, ry : ry + span : stride, rx : rx + span : stride, :] @ hwio[ry, rx]
+    np.testing.assert_allclose(result, want, rtol=1e-4, atol=1e-4)
+    if large:
+        (offset,) = [c.args[2] for c in schedules._collect(scheduled, tvm.ir.Call, _is_access_pointer)]
+        analyzer = tvm.sym.Analyzer()
+        for loop in schedules._collect(scheduled, tvm.tirx.For):
+            analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        bound = analyzer.const_int_bound(offset)
+        assert 0 <= bound.min_value and bound.max_value + schedules.LINE_FLOATS <= packed.size, bound
+        aarch64 = parse_targets(["aarch64"])[-1]
+        build_kernels(tvm.IRModule({"main": scheduled}), aarch64.tvm_target(), "the kernel")
+
+
+def _is_access_pointer(call) -> bool:
+    return getattr(call.op, "name", "") == "tirx.tvm_access_ptr"
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_reads_the_padding_inline(stride):
     """No padded copy of the image (it cost more than the depthwise conv itself), and the
