@@ -34,7 +34,7 @@ from relay2cmake.lower import group_shuffle
 from relay2cmake.lower.rewrites.conv2d_nhwc import CONV_BLOCK, DEPTHWISE_BLOCK, GROUPED_BLOCK, UINT8_BLOCK
 from relay2cmake.lower.rewrites.numerics import finite_reduction_identities, infinite_reduction_identities
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, MATMUL_BLOCK, PACK
-from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE
+from relay2cmake.lower.rewrites.winograd import INPUT_BLOCK, OUTPUT_BLOCK, OUTPUT_TILE, PRODUCT_BLOCK
 from relay2cmake.symbolic import value_at
 
 if TYPE_CHECKING:
@@ -238,9 +238,13 @@ ROWS_IN_CACHE = 2 << 20
 COLUMN_BLOCK_BYTES = 128 << 10  # of B, for all row tiles in turn when columns go outermost
 
 
-def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
+def _schedule_matmul(sch, block, options: ScheduleOptions) -> _Prefetch | None:
+    """Returns the prefetch to add to Winograd's product (``_next_position_prefetch``), if any."""
     loops = sch.get_loops(block)
     *outer, i, j, k = loops
+    positions = (
+        math.prod(_extent(sch, loop) for loop in outer) if sch.get(block).name_hint == PRODUCT_BLOCK else 0
+    )
     while outer and all(_is_static(sch, loop) for loop in (outer[-1], i)) and _extent(sch, i) == 1:
         if not _shared_weights(sch, block):
             break
@@ -320,6 +324,9 @@ def _schedule_matmul(sch, block, options: ScheduleOptions) -> None:
         # thread: 3.0 ms serial, 4.5 ms in a parallel build).
         parallel = order[:-1]
     _finish_tile(sch, block, write_back, j1 if width > 1 else None, parallel, k0, options)
+    if options.vectorize and positions and len(outer) == 2 and not columns_first:
+        return _next_position_prefetch(sch, block, positions)
+    return None
 
 
 MIN_PARALLEL_TILES = 16  # iterations a parallel loop keeps when a loop is taken out of it
@@ -693,7 +700,6 @@ def _next_weights_prefetch(sch, block, tiles_and_rows: list[int], tile_channels:
     16] (``conv2d_nhwc``) and tiles of whole packs: a prefetch of one 64-byte line of the next
     tile's weights per innermost reduction step, the step's number within the tile choosing
     the line, so that the next tile's lines are requested while this tile computes."""
-    from tvm import tirx
 
     weights = next((r.source for r in sch.get(block).reads if len(r.source.shape) == 5), None)
     if weights is None or tile_channels % PACK or int(weights.shape[4]) != PACK:
@@ -717,15 +723,49 @@ def _next_weights_prefetch(sch, block, tiles_and_rows: list[int], tile_channels:
     for v, extent in zip(var[outer_count:], extents, strict=True):
         step = step * extent + v
     tile_floats = tile_channels * int(weights.shape[1]) * int(weights.shape[2]) * int(weights.shape[3])
-    line = LINE_FLOATS
-    offset = tirx.min(
-        (tile + 1) * tile_floats + tirx.min(step, tile_floats // line - 1) * line,
-        tirx.const(total - line, str(step.ty)),
-    )
-    return _Prefetch(var[-1], weights, offset)
+    return _next_block_prefetch(var[-1], weights, tile, step, tile_floats)
 
 
 LINE_FLOATS = 16  # float32 values in a 64-byte cache line
+
+
+def _next_block_prefetch(step_loop, weights, block, step, block_floats: int) -> _Prefetch:
+    """The prefetch, at step ``step`` of block ``block`` of ``weights`` (blocks of
+    ``block_floats`` floats one after another), of line ``step`` of the next block: the last
+    line for steps beyond its lines, the weights' last line for the last block's next."""
+    from tvm import tirx
+
+    total = math.prod(int(d) for d in weights.shape)
+    line = LINE_FLOATS
+    offset = tirx.min(
+        (block + 1) * block_floats + tirx.min(step, block_floats // line - 1) * line,
+        tirx.const(total - line, str(step.ty)),
+    )
+    return _Prefetch(step_loop, weights, offset)
+
+
+def _next_position_prefetch(sch, block, positions: int) -> _Prefetch | None:
+    """Winograd's product (``_schedule_matmul`` on ``r2c_winograd_product``), its loops the
+    16 positions, row and column tiles fused, then the reduction's: while one position's
+    matmul runs, a line a reduction step of the next position's transformed filter (ResNet-50's
+    256-channel layers: 256 KB a position, read once per row tile)."""
+    weights = sch.get(block).reads[-1].source
+    total = math.prod(int(d) for d in weights.shape)
+    if (
+        total * 4 < PREFETCH_WEIGHT_BYTES
+        or str(weights.dtype) != "float32"
+        or int(weights.shape[0]) * int(weights.shape[1]) != positions  # U: [4, 4, K/16, C, 16]
+    ):
+        return None
+    loops = sch.get_loops(block)
+    if len(loops) != 6:  # (positions, row tiles, column tiles) fused, the reduction's 2, the tile's 3
+        return None
+    fused, reduction = (sch.get(loop).loop_var for loop in loops[:2])
+    per_position = _extent(sch, loops[0]) // positions
+    if per_position * positions != _extent(sch, loops[0]):
+        return None
+    step = fused % per_position * _extent(sch, loops[1]) + reduction
+    return _next_block_prefetch(reduction, weights, fused // per_position, step, total // positions)
 
 
 def _with_prefetch(func: PrimFunc, prefetch: _Prefetch) -> PrimFunc:
@@ -2425,7 +2465,9 @@ def _schedule_with(func, options: ScheduleOptions):
             # vector lane; TVM's plain loop, which LLVM vectorizes itself, ran 27x faster
             # (4 vs 114 us, 64 tokens, one thread). A packed product computes whole blocks.
             return None
-        _schedule_matmul(sch, block, options)
+        prefetch = _schedule_matmul(sch, block, options)
+        if prefetch is not None:
+            return _with_prefetch(sch.mod["main"], prefetch)
     elif kinds == "SSSSRRR":
         _schedule_conv2d(sch, block, options)
     elif name in POOL_BLOCKS and kinds.startswith("SSS") and kinds.strip("S") in ("R", "RR"):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from packaging_helpers import call_kernel
 
+from relay2cmake.lower import schedules
 from relay2cmake.lower.rewrites import winograd
 from relay2cmake.lower.schedules import ScheduleOptions, schedule_function
 
@@ -41,6 +42,7 @@ def test_matrices_give_a_2x2_block_of_a_3x3_correlation():
         (1, 6, 9, 12, 16, [0, 1, 2, 0]),  # uneven padding, none on two sides
         (2, 16, 15, 32, 16, [1, 1, 1, 1]),  # 128 tiles of 32 channels: V and M get a row more
         (1, 10, 10, 28, 28, [1, 1, 1, 1]),  # Res2Net's width: M has 32 channels, Y 28
+        (1, 14, 14, 256, 256, [1, 1, 1, 1]),  # ResNet-50's: 4 MB of U, prefetched a position ahead
     ],
 )
 def test_kernels_match_a_direct_convolution(batch, height, width, channels, outputs, padding, vectorize):
@@ -66,6 +68,8 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     out = winograd.output_transform(m, batch, *want.shape[1:3], channels=outputs)
     third = schedule_function(te.create_prim_func([m, out]), options)
     assert None not in (first, second, third), "a Winograd kernel kept the unscheduled lowering"
+    prefetched = vectorize and packed.nbytes >= schedules.PREFETCH_WEIGHT_BYTES
+    assert ("llvm.prefetch" in second.script()) == prefetched
 
     tiles = batch * -(-(height + top + bottom - 2) // 2) * -(-(width + left + right - 2) // 2)
     assert int(transformed.shape[2]) == winograd.padded_tiles(tiles, channels)
