@@ -20,7 +20,7 @@ def test_512_megabytes_of_weights_embedded_and_external(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     lines = (tmp_path / "report.md").read_text().splitlines()
-    rows = [line for line in lines if line.startswith("| 512 MB |")]
+    rows = [line for line in lines if line.startswith("| dense 512 MB |")]
     assert len(rows) == 1 and rows[0].endswith("| yes |"), rows  # (notes follow the table)
 
 
