@@ -700,12 +700,13 @@ def _next_weights_prefetch(sch, block, tiles_and_rows: list[int], tile_channels:
     16] (``conv2d_nhwc``) and tiles of whole packs: a prefetch of one 64-byte line of the next
     tile's weights per innermost reduction step, the step's number within the tile choosing
     the line, so that the next tile's lines are requested while this tile computes."""
-
     weights = next((r.source for r in sch.get(block).reads if len(r.source.shape) == 5), None)
-    if weights is None or tile_channels % PACK or int(weights.shape[4]) != PACK:
-        return None
-    total = math.prod(int(d) for d in weights.shape)
-    if total * 4 < PREFETCH_WEIGHT_BYTES or str(weights.dtype) != "float32":
+    if (
+        weights is None
+        or tile_channels % PACK
+        or int(weights.shape[4]) != PACK
+        or not _worth_prefetching(weights)
+    ):
         return None
     tiles, rows = tiles_and_rows
     loops = sch.get_loops(block)
@@ -735,11 +736,10 @@ def _next_block_prefetch(step_loop, weights, block, step, block_floats: int) -> 
     line for steps beyond its lines, the weights' last line for the last block's next."""
     from tvm import tirx
 
-    total = math.prod(int(d) for d in weights.shape)
     line = LINE_FLOATS
     offset = tirx.min(
         (block + 1) * block_floats + tirx.min(step, block_floats // line - 1) * line,
-        tirx.const(total - line, str(step.ty)),
+        tirx.const(_floats(weights) - line, str(step.ty)),
     )
     return _Prefetch(step_loop, weights, offset)
 
@@ -750,13 +750,8 @@ def _next_position_prefetch(sch, block, positions: int) -> _Prefetch | None:
     matmul runs, a line a reduction step of the next position's transformed filter (ResNet-50's
     256-channel layers: 256 KB a position, read once per row tile)."""
     weights = sch.get(block).reads[-1].source
-    total = math.prod(int(d) for d in weights.shape)
-    if (
-        total * 4 < PREFETCH_WEIGHT_BYTES
-        or str(weights.dtype) != "float32"
-        or int(weights.shape[0]) * int(weights.shape[1]) != positions  # U: [4, 4, K/16, C, 16]
-    ):
-        return None
+    if not _worth_prefetching(weights) or int(weights.shape[0]) * int(weights.shape[1]) != positions:
+        return None  # (U: [4, 4, K/16, C, 16])
     loops = sch.get_loops(block)
     if len(loops) != 6:  # (positions, row tiles, column tiles) fused, the reduction's 2, the tile's 3
         return None
@@ -765,7 +760,17 @@ def _next_position_prefetch(sch, block, positions: int) -> _Prefetch | None:
     if per_position * positions != _extent(sch, loops[0]):
         return None
     step = fused % per_position * _extent(sch, loops[1]) + reduction
-    return _next_block_prefetch(reduction, weights, fused // per_position, step, total // positions)
+    return _next_block_prefetch(
+        reduction, weights, fused // per_position, step, _floats(weights) // positions
+    )
+
+
+def _worth_prefetching(weights) -> bool:
+    return str(weights.dtype) == "float32" and _floats(weights) * 4 >= PREFETCH_WEIGHT_BYTES
+
+
+def _floats(weights) -> int:
+    return math.prod(int(d) for d in weights.shape)
 
 
 def _with_prefetch(func: PrimFunc, prefetch: _Prefetch) -> PrimFunc:
@@ -2441,10 +2446,9 @@ def _schedule_with(func, options: ScheduleOptions):
     if len(sch.get_loops(block)) != len(kinds):
         return None  # loops and block iterators do not correspond one to one
     name = sch.get(block).name_hint
+    prefetch = None
     if name in (CONV_BLOCK, GROUPED_BLOCK) and kinds == "SSSSRRR":
         prefetch = _schedule_conv2d_nhwc(sch, block, options)
-        if prefetch is not None:
-            return _with_prefetch(sch.mod["main"], prefetch)
     elif name == UINT8_BLOCK and kinds == "SSSSRRRR":
         if not options.vectorize:
             return None  # the C kernels: TVM's loops
@@ -2466,8 +2470,6 @@ def _schedule_with(func, options: ScheduleOptions):
             # (4 vs 114 us, 64 tokens, one thread). A packed product computes whole blocks.
             return None
         prefetch = _schedule_matmul(sch, block, options)
-        if prefetch is not None:
-            return _with_prefetch(sch.mod["main"], prefetch)
     elif kinds == "SSSSRRR":
         _schedule_conv2d(sch, block, options)
     elif name in POOL_BLOCKS and kinds.startswith("SSS") and kinds.strip("S") in ("R", "RR"):
@@ -2478,7 +2480,7 @@ def _schedule_with(func, options: ScheduleOptions):
             return None
     else:
         return None
-    return sch.mod["main"]
+    return sch.mod["main"] if prefetch is None else _with_prefetch(sch.mod["main"], prefetch)
 
 
 def schedule_module(

@@ -61,7 +61,7 @@ def test_kernels_match_a_direct_convolution(batch, height, width, channels, outp
     packed = winograd.transformed_filter(hwio)
     v = te.placeholder(transformed.shape, name="v")
     u = te.placeholder(packed.shape, name="u")
-    products = winograd.product(v, u, outputs)
+    products = winograd.product(v, u)
     second = schedule_function(te.create_prim_func([v, u, products]), options)
     assert int(products.shape[-1]) == -(-outputs // 16) * 16  # whole vectors: the filter's padding
     m = te.placeholder(products.shape, name="m")
@@ -119,7 +119,7 @@ def test_a_batch_chosen_at_run_time_has_its_own_axis_and_the_same_result(batch):
     packed = winograd.transformed_filter(hwio)
     v = te.placeholder(transformed.shape, name="v")
     u = te.placeholder(packed.shape, name="u")
-    products = winograd.product(v, u, 24)
+    products = winograd.product(v, u)
     m = te.placeholder(products.shape, name="m")
     out = winograd.output_transform(m, n, 9, 10, channels=24)
     kernels = scheduled(data, transformed), scheduled(v, u, products), scheduled(m, out)
