@@ -74,19 +74,19 @@ def _flops(func) -> float:
 
 def _reduction_flops(func) -> float:
     """2 flop per iteration of each block that reduces (the epilogue's few flop per output
-    are left out: this is a floor)."""
+    are left out: this is a floor). Read off the blocks as they stand, not through a
+    Schedule: its well-formedness check refuses the scheduled GRU cell, whose sigmoid and
+    tanh bind the same ``Let`` variable in two places (which the build takes)."""
+    import tvm_ffi
     from tvm import s_tir, tirx
 
-    sch = s_tir.Schedule(func)
-    total = 0.0
-    pending = list(sch.get_child_blocks(sch.get_sblock("root")))
-    while pending:
-        block = pending.pop()
-        pending.extend(sch.get_child_blocks(block))
-        iter_vars = sch.get(block).iter_vars
-        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in iter_vars):
-            total += 2.0 * math.prod(int(iv.dom.extent) for iv in iter_vars)
-    return total
+    blocks: list = []
+    tvm_ffi.structural_map(func, [(s_tir.SBlock, lambda block: blocks.append(block) or block)])
+    return sum(
+        2.0 * math.prod(int(iv.dom.extent) for iv in block.iter_vars)
+        for block in blocks
+        if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
+    )
 
 
 def _arguments(func, device, values: dict[str, int]):
