@@ -1858,8 +1858,78 @@ def _schedule_injective_stages(sch, options: ScheduleOptions) -> int:
     stages = sch.get_child_blocks(root)
     if len(stages) < 2:
         return 0  # (one block: what _schedule_injective declined)
+    for block in reversed(stages):  # readers first: each stage follows what reads it
+        if sch.get(block).writes[0].source.name not in outputs:
+            _lay_out_for_readers(sch, block)
     widths = [_vectorize_injective(sch, block, options) for block in stages]
     return 0 if 0 in widths else min(widths)
+
+
+def _lay_out_for_readers(sch, block) -> None:
+    """The intermediate that stage ``block`` writes laid out with last the axis along which
+    its readers' innermost loops run, and the stage's own loops reordered to write it
+    innermost, when every reader runs along one axis and it is not the last: a layer whose
+    stages run channels first between channels-last input and output (EfficientFormerV2-S0's
+    7 -> 14 resize and GELU: every vector of its output a gather across 1024 channel planes)
+    then reads and writes contiguous vectors at every stage."""
+    import tvm
+
+    stmt = sch.get(block)
+    written = stmt.writes[0].source
+    loops = sch.get_loops(block)
+    iterators = [iv.var for iv in stmt.iter_vars]
+    store = _collect(stmt.body, tvm.tirx.BufferStore)
+    if (
+        len(loops) != len(iterators)
+        or len(store) != 1
+        or not all(i.same_as(v) for i, v in zip(store[0].indices, iterators, strict=True))
+        or not _loops_bind_in_order(sch, block)
+    ):
+        return
+    axes = {_axis_read_innermost(sch, reader, written) for reader in sch.get_consumers(block)}
+    if len(axes) != 1:
+        return
+    axis = axes.pop()
+    if axis is None or axis == len(iterators) - 1:
+        return
+    sch.transform_layout(block, ("write", 0), lambda *a: (*a[:axis], *a[axis + 1 :], a[axis]))
+    sch.reorder(*loops[:axis], *loops[axis + 1 :], loops[axis])
+
+
+def _loops_bind_in_order(sch, block) -> bool:
+    """Whether ``block``'s loops bind its iterators one to one, in order."""
+    from tvm import s_tir
+
+    realize = sch.get(sch.get_loops(block)[-1]).body
+    if not isinstance(realize, s_tir.SBlockRealize) or not realize.block.same_as(sch.get(block)):
+        return False
+    loop_vars = [sch.get(loop).loop_var for loop in sch.get_loops(block)]
+    return all(value.same_as(var) for value, var in zip(realize.iter_values, loop_vars, strict=True))
+
+
+def _axis_read_innermost(sch, reader, buffer) -> int | None:
+    """The axis of ``buffer`` that ``reader`` indexes by the iterator of its innermost loop,
+    when every one of its loads of ``buffer`` indexes that one axis by that iterator alone and
+    no other axis by it; else None."""
+    import tvm
+    from tvm import s_tir
+
+    realize = sch.get(sch.get_loops(reader)[-1]).body
+    if not isinstance(realize, s_tir.SBlockRealize) or not realize.block.same_as(sch.get(reader)):
+        return None
+    innermost = sch.get(sch.get_loops(reader)[-1]).loop_var
+    bindings = zip(realize.block.iter_vars, realize.iter_values, strict=True)
+    found = [iv.var for iv, value in bindings if value.same_as(innermost)]
+    if len(found) != 1:
+        return None
+    loads = _collect(realize.block.body, tvm.ir.TensorLoad, lambda load: load.source.same_as(buffer))
+    axes = set()
+    for load in loads:
+        along = [i for i, index in enumerate(load.indices) if _uses(index, found[0])]
+        if len(along) != 1 or not load.indices[along[0]].same_as(found[0]):
+            return None
+        axes.add(along[0])
+    return axes.pop() if len(axes) == 1 else None
 
 
 def _inline_into_outputs(sch) -> bool:
