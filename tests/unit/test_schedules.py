@@ -2360,3 +2360,40 @@ def _calls(module, op_name: str) -> list:
         module["main"], lambda e: found.append(e) if isinstance(e, relax.Call) and e.op == op else None
     )
     return found
+
+
+@pytest.mark.parametrize("scale_shape", [(1,), (1, 1, 1, 1), (1, 1, 1, 1, 1)])
+def test_channels_last_passes_through_one_element_constants(scale_shape):
+    """HGNetV2's learnable affine between two convs, ``x * scale + bias`` with constants of
+    shape ``[1]``: TVM's layout conversion kept it channels first, between two transposes,
+    unless the constants are scalars. They are made scalars (those of no higher rank than the
+    data: a rank-5 one broadcasts the result to rank 5, squeezed here, and stays as it is),
+    the data stays channels-last from the first conv to the second, and the numbers are the
+    original's."""
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 8, 6, 6)).astype("float32")
+    weight = rng.standard_normal((8, 8, 3, 3)).astype("float32")
+    scale, bias = (np.full(scale_shape, v, "float32") for v in (1.5, -0.25))
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(data, relax.const(weight), padding=1))
+            y = bb.emit(relax.op.add(relax.op.multiply(relax.const(scale), y), relax.const(bias)))
+            if len(scale_shape) > 4:
+                y = bb.emit(relax.op.squeeze(y, [0]))
+            out = bb.emit_output(bb.emit(relax.op.nn.conv2d(y, relax.const(weight), padding=1)))
+        bb.emit_func_output(out)
+    original = bb.get()
+    notes: list[str] = []
+    rewritten = convolutions_channels_last(original, fallbacks=notes)
+    script = rewritten.script()
+    data_transposes = [
+        line for line in script.splitlines() if "R.permute_dims(" in line and "Const" not in line
+    ]
+    assert len(data_transposes) == 2, script  # the input's and the output's
+    np.testing.assert_allclose(_run_relax(rewritten, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)

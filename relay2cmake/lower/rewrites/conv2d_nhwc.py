@@ -26,6 +26,7 @@ from relay2cmake.lower.rewrites.common import (
     batch_and_static_shape,
     calls_to,
     constant_or_self,
+    one_element_constants_as_scalars,
     rewrite_functions,
     squeeze_axes_counted_from_the_front,
     static_shape,
@@ -388,7 +389,7 @@ def _convert_layout(module):
     # lower (TVM legalizes conv2d_transpose for NCHW/IOHW only: a U-Net's up-convolutions).
     return relax.transform.ConvertLayout(
         {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
-    )(squeeze_axes_counted_from_the_front(module))
+    )(one_element_constants_as_scalars(squeeze_axes_counted_from_the_front(module)))
 
 
 def _operators(module) -> list[str]:
