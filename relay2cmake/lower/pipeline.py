@@ -43,6 +43,7 @@ from relay2cmake.lower.rewrites.numerics import (
 )
 from relay2cmake.lower.rewrites.packed_matmul import COLUMNS_BLOCK, pack_matmul_weights
 from relay2cmake.lower.rewrites.sorting import sort_builtins
+from relay2cmake.lower.rewrites.transpose_pairs import collapse_transpose_pairs
 from relay2cmake.lower.schedules import (
     DIM_BOUNDS,
     PARTITION_LIKELY,
@@ -454,6 +455,7 @@ def relax_rewrites(
         Rewrite("conv-transpose-as-matmul", conv_transpose_as_matmul),
         Rewrite("einsum-as-matmul", einsum_as_matmul),
         Rewrite("channels-last", lambda m: convolutions_channels_last(m, winograd, notes, wide)),
+        Rewrite("transpose-pairs", collapse_transpose_pairs),
         Rewrite("constant-transposes", fold_constant_transposes),
         Rewrite("packed-matmul", pack_matmul_weights),
         Rewrite("fast-math", vectorizable_math),

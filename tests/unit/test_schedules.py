@@ -2397,3 +2397,52 @@ def test_channels_last_passes_through_one_element_constants(scale_shape):
     ]
     assert len(data_transposes) == 2, script  # the input's and the output's
     np.testing.assert_allclose(_run_relax(rewritten, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)
+
+
+def test_transposes_move_past_elementwise_operators_and_cancel():
+    """FocalNet's blocks on channels-last data: the model transposes to channels-last for each
+    layer norm and back after it, and its residual adds run channels first. After layout
+    conversion that was an identity transpose before each norm, a transpose pair after it, and
+    residual adds of two transposed images transposed again. The adds (and a GELU, and a
+    scalar multiply) now run on untransposed data, the pairs cancel, and only the input's and
+    the output's transposes stay; the numbers are the original's. An add whose operands are
+    transposed differently keeps its transposes."""
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.conv2d_nhwc import convolutions_channels_last
+    from relay2cmake.lower.rewrites.transpose_pairs import collapse_transpose_pairs
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1, 8, 6, 6)).astype("float32")
+    weight = rng.standard_normal((8, 8, 3, 3)).astype("float32")
+    gamma, beta = rng.standard_normal((2, 8)).astype("float32")
+
+    def norm(image):  # the model's own transposes around a layer norm over the channels
+        last = relax.op.permute_dims(image, [0, 2, 3, 1])
+        normed = relax.op.nn.layer_norm(last, relax.const(gamma), relax.const(beta), axes=[3])
+        return relax.op.permute_dims(normed, [0, 3, 1, 2])
+
+    bb = relax.BlockBuilder()
+    data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            stream = bb.emit(relax.op.nn.conv2d(data, relax.const(weight), padding=1))
+            for _ in range(2):
+                branch = bb.emit(relax.op.nn.conv2d(norm(stream), relax.const(weight), padding=1))
+                branch = relax.op.multiply(relax.op.nn.gelu(branch), relax.const(0.5, "float32"))
+                stream = bb.emit(relax.op.add(stream, branch))
+            swapped = relax.op.permute_dims(stream, [0, 1, 3, 2])  # an add of two layouts
+            out = bb.emit_output(bb.emit(relax.op.add(stream, swapped)))
+        bb.emit_func_output(out)
+    original = bb.get()
+    converted = convolutions_channels_last(original, fallbacks=[])
+
+    def data_transposes(module) -> int:
+        lines = module.script().splitlines()
+        return sum("R.permute_dims(" in line and "Const" not in line for line in lines)
+
+    collapsed = collapse_transpose_pairs(converted)
+    assert data_transposes(converted) > 6, converted.script()
+    # the input's; the output's before the last add; the swap, channels-last
+    assert data_transposes(collapsed) == 3, collapsed.script()
+    np.testing.assert_allclose(_run_relax(collapsed, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)
