@@ -112,6 +112,7 @@ def _raising(*_args, **_kwargs):
         pytest.param(r, marks=pytest.mark.slow)
         for r in (
             "batch-norm-affine",
+            "transpose-pairs",
             "constant-transposes",
             "packed-matmul",
             "fast-math",

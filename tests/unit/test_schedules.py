@@ -2403,9 +2403,10 @@ def test_transposes_move_past_elementwise_operators_and_cancel():
     """FocalNet's blocks on channels-last data: the model transposes to channels-last for each
     layer norm and back after it, and its residual adds run channels first. After layout
     conversion that was an identity transpose before each norm, a transpose pair after it, and
-    residual adds of two transposed images transposed again. The adds (and a GELU, and a
-    scalar multiply) now run on untransposed data, the pairs cancel, and only the input's and
-    the output's transposes stay; the numbers are the original's. An add whose operands are
+    residual adds of two transposed images transposed again. The adds (and a GELU, a scalar
+    multiply and ConvNeXt's per-channel layer scale, its constant transposed back) now run on
+    untransposed data, the pairs cancel, and only the input's and the output's transposes
+    stay; the numbers are the original's. An add whose operands are
     transposed differently keeps its transposes."""
     from tvm import relax
 
@@ -2416,6 +2417,7 @@ def test_transposes_move_past_elementwise_operators_and_cancel():
     x = rng.standard_normal((1, 8, 6, 6)).astype("float32")
     weight = rng.standard_normal((8, 8, 3, 3)).astype("float32")
     gamma, beta = rng.standard_normal((2, 8)).astype("float32")
+    layer_scale = rng.standard_normal((8, 1, 1)).astype("float32")
 
     def norm(image):  # the model's own transposes around a layer norm over the channels
         last = relax.op.permute_dims(image, [0, 2, 3, 1])
@@ -2430,6 +2432,7 @@ def test_transposes_move_past_elementwise_operators_and_cancel():
             for _ in range(2):
                 branch = bb.emit(relax.op.nn.conv2d(norm(stream), relax.const(weight), padding=1))
                 branch = relax.op.multiply(relax.op.nn.gelu(branch), relax.const(0.5, "float32"))
+                branch = relax.op.multiply(relax.const(layer_scale), branch)  # per channel
                 stream = bb.emit(relax.op.add(stream, branch))
             swapped = relax.op.permute_dims(stream, [0, 1, 3, 2])  # an add of two layouts
             out = bb.emit_output(bb.emit(relax.op.add(stream, swapped)))

@@ -44,8 +44,9 @@ _ELEMENTWISE = (
 
 def collapse_transpose_pairs(module: IRModule) -> IRModule:
     """``f(permute(x, a), permute(y, a))`` → ``permute(f(x, y), a)`` for an elementwise ``f``
-    (operands of one shape, or scalars); ``permute(permute(x, a), b)`` → ``permute(x, a[b])``;
-    ``permute(x, identity)`` → ``x``; the transposes no longer read removed."""
+    (operands of one shape, scalars, or constants, transposed back with NumPy);
+    ``permute(permute(x, a), b)`` → ``permute(x, a[b])``; ``permute(x, identity)`` → ``x``;
+    the transposes no longer read removed."""
     import tvm
     from tvm import relax
 
@@ -97,25 +98,37 @@ def _collapsed(mutator, call, permute):
 
 
 def _hoisted(mutator, call, permute):
+    import numpy as np
+    import tvm
     from tvm import relax
 
     shape = static_shape(call)
     if shape is None:
         return call
-    operands, axes = [], None
+    operands: list = []  # each untransposed, or a constant to transpose back once axes are known
+    axes = None
     for arg in call.args:
         bound = constant_or_self(mutator, arg)
         if getattr(arg.ty, "ndim", -1) == 0:  # a scalar: the same for any layout
             operands.append(arg)
-            continue
-        if not (isinstance(bound, relax.Call) and bound.op == permute) or static_shape(arg) != shape:
+        elif isinstance(bound, tvm.ir.GenericConst) and len(static_shape(bound) or shape) <= len(shape):
+            operands.append(bound.value.numpy())  # (a per-channel scale: ConvNeXt's layer scale)
+        elif isinstance(bound, relax.Call) and bound.op == permute and static_shape(arg) == shape:
+            if axes is None:
+                axes = _axes(bound)
+            if axes is None or _axes(bound) != axes:
+                return call
+            operands.append(bound.args[0])
+        else:
             return call
-        if axes is None:
-            axes = _axes(bound)
-        if axes is None or _axes(bound) != axes:
-            return call
-        operands.append(bound.args[0])
     if axes is None:
         return call
-    untransposed = mutator.builder_.emit(relax.Call(call.op, operands, call.attrs, call.ty_args))
-    return relax.op.permute_dims(untransposed, axes)
+    back = list(np.argsort(axes))  # the inverse permutation
+    untransposed = [
+        relax.const(np.ascontiguousarray(o.reshape((1,) * (len(shape) - o.ndim) + o.shape).transpose(back)))
+        if isinstance(o, np.ndarray)
+        else o
+        for o in operands
+    ]
+    computed = mutator.builder_.emit(relax.Call(call.op, untransposed, call.attrs, call.ty_args))
+    return relax.op.permute_dims(computed, axes)
