@@ -1896,12 +1896,20 @@ def _lay_out_for_readers(sch, block) -> None:
     sch.reorder(*loops[:axis], *loops[axis + 1 :], loops[axis])
 
 
-def _loops_bind_in_order(sch, block) -> bool:
-    """Whether ``block``'s loops bind its iterators one to one, in order."""
+def _innermost_realize(sch, block):
+    """``block``'s realize when it sits directly in its innermost loop, else None."""
     from tvm import s_tir
 
     realize = sch.get(sch.get_loops(block)[-1]).body
     if not isinstance(realize, s_tir.SBlockRealize) or not realize.block.same_as(sch.get(block)):
+        return None
+    return realize
+
+
+def _loops_bind_in_order(sch, block) -> bool:
+    """Whether ``block``'s loops bind its iterators one to one, in order."""
+    realize = _innermost_realize(sch, block)
+    if realize is None:
         return False
     loop_vars = [sch.get(loop).loop_var for loop in sch.get_loops(block)]
     return all(value.same_as(var) for value, var in zip(realize.iter_values, loop_vars, strict=True))
@@ -1912,10 +1920,9 @@ def _axis_read_innermost(sch, reader, buffer) -> int | None:
     when every one of its loads of ``buffer`` indexes that one axis by that iterator alone and
     no other axis by it; else None."""
     import tvm
-    from tvm import s_tir
 
-    realize = sch.get(sch.get_loops(reader)[-1]).body
-    if not isinstance(realize, s_tir.SBlockRealize) or not realize.block.same_as(sch.get(reader)):
+    realize = _innermost_realize(sch, reader)
+    if realize is None:
         return None
     innermost = sch.get(sch.get_loops(reader)[-1]).loop_var
     bindings = zip(realize.block.iter_vars, realize.iter_values, strict=True)
