@@ -2449,3 +2449,30 @@ def test_transposes_move_past_elementwise_operators_and_cancel():
     # the input's; the output's before the last add; the swap, channels-last
     assert data_transposes(collapsed) == 3, collapsed.script()
     np.testing.assert_allclose(_run_relax(collapsed, x), _run_relax(original, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_concat_of_operands_transposed_alike_is_transposed_after():
+    """A concat along the channels of two channels-first views of channels-last data,
+    transposed back after (HGNetV2's aggregation, when its affine kept channels first): the
+    concat runs along the last axis of the untransposed data and no transpose stays; one of
+    operands transposed differently keeps its transposes. The numbers are the original's."""
+    from tvm import relax
+
+    from relay2cmake.lower.rewrites.transpose_pairs import collapse_transpose_pairs
+
+    x = np.random.default_rng(15).standard_normal((1, 6, 6, 8)).astype("float32")
+    for second_axes, kept in (([0, 3, 1, 2], 0), ([0, 3, 2, 1], 3)):
+        bb = relax.BlockBuilder()
+        data = relax.Var("x", relax.TensorType(x.shape, "float32"))
+        with bb.function("main", [data]):
+            with bb.dataflow():
+                first = relax.op.permute_dims(data, [0, 3, 1, 2])
+                second = relax.op.permute_dims(relax.op.nn.relu(data), second_axes)  # rows, columns swapped
+                joined = bb.emit(relax.op.concat([first, second], axis=1))
+                out = bb.emit_output(bb.emit(relax.op.permute_dims(joined, [0, 2, 3, 1])))
+            bb.emit_func_output(out)
+        original = bb.get()
+        collapsed = collapse_transpose_pairs(original)
+        count = sum("R.permute_dims(" in line for line in collapsed.script().splitlines())
+        assert count == kept, collapsed.script()
+        np.testing.assert_allclose(_run_relax(collapsed, x), _run_relax(original, x), rtol=1e-6)

@@ -7,9 +7,10 @@ operator that works on the last axis. FocalNet's layer norms (``permute(0, 2, 3,
 norm, ``permute(0, 3, 1, 2)``) on channels-last data became an identity transpose before
 the norm and, after it, a transpose back to channels first that the next block's
 ``permute(0, 2, 3, 1)`` undid; its residual stream stayed channels first, every residual add
-reading two transposed images and transposed again after. An elementwise operator whose
-operands are all transposed the same way (or scalars) now runs on the untransposed data and
-is transposed after, so that transposes meet the ones that undo them and both go.
+reading two transposed images and transposed again after. An elementwise operator (or a
+concat) whose operands are all transposed the same way (or scalars, or constants) now runs on
+the untransposed data and is transposed after, so that transposes meet the ones that undo
+them and both go.
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ _ELEMENTWISE = (
 
 def collapse_transpose_pairs(module: IRModule) -> IRModule:
     """``f(permute(x, a), permute(y, a))`` → ``permute(f(x, y), a)`` for an elementwise ``f``
-    (operands of one shape, scalars, or constants, transposed back with NumPy);
-    ``permute(permute(x, a), b)`` → ``permute(x, a[b])``; ``permute(x, identity)`` → ``x``;
-    the transposes no longer read removed."""
+    (operands of one shape, scalars, or constants, transposed back with NumPy), and for a
+    concat of operands transposed alike; ``permute(permute(x, a), b)`` → ``permute(x, a[b])``;
+    ``permute(x, identity)`` → ``x``; the transposes no longer read removed."""
     import tvm
     from tvm import relax
 
     permute = tvm.ir.Op.get("relax.permute_dims")
+    concat = tvm.ir.Op.get("relax.concat")
     elementwise = {tvm.ir.Op.get(name) for name in _ELEMENTWISE}
 
     @relax.expr_functor.mutator
@@ -61,6 +63,8 @@ def collapse_transpose_pairs(module: IRModule) -> IRModule:
                 return _collapsed(self, call, permute)
             if call.op in elementwise:
                 return _hoisted(self, call, permute)
+            if call.op == concat:
+                return _concat_hoisted(self, call, permute)
             return call
 
     if not calls_to(module, "relax.permute_dims"):
@@ -132,3 +136,22 @@ def _hoisted(mutator, call, permute):
     ]
     computed = mutator.builder_.emit(relax.Call(call.op, untransposed, call.attrs, call.ty_args))
     return relax.op.permute_dims(computed, axes)
+
+
+def _concat_hoisted(mutator, call, permute):
+    """``concat([permute(x, a), permute(y, a)], axis=k)`` → ``permute(concat([x, y], axis=a[k]), a)``."""
+    from tvm import relax
+
+    parts = constant_or_self(mutator, call.args[0])
+    if not isinstance(parts, relax.Tuple) or call.attrs.axis is None:
+        return call
+    bound = [constant_or_self(mutator, part) for part in parts.fields]
+    if not all(isinstance(b, relax.Call) and b.op == permute for b in bound):
+        return call
+    axes = {tuple(_axes(b) or ()) for b in bound}
+    if len(axes) != 1 or () in axes:
+        return call
+    order = list(axes.pop())
+    axis = order[int(call.attrs.axis) % len(order)]
+    joined = mutator.builder_.emit(relax.op.concat([b.args[0] for b in bound], axis=axis))
+    return relax.op.permute_dims(joined, order)
