@@ -118,10 +118,10 @@ def _hoisted(mutator, call, permute):
         elif isinstance(bound, tvm.ir.GenericConst) and len(static_shape(bound) or shape) <= len(shape):
             operands.append(bound.value.numpy())  # (a per-channel scale: ConvNeXt's layer scale)
         elif isinstance(bound, relax.Call) and bound.op == permute and static_shape(arg) == shape:
-            if axes is None:
-                axes = _axes(bound)
-            if axes is None or _axes(bound) != axes:
+            found = _axes(bound)
+            if found is None or axes not in (None, found):
                 return call
+            axes = found
             operands.append(bound.args[0])
         else:
             return call
