@@ -177,7 +177,9 @@ def _float4_value(value):
     rounded = tirx.min(tirx.nearbyint(magnitude / step) * step, tirx.const(6.0, "float32"))
     negative = (bits >> i32(31)) & i32(1)
     signed = tirx.Select(negative == i32(1), -rounded, rounded)
-    opposite_zero = tirx.reinterpret("float32", (negative ^ i32(1)) << i32(31))
+    # shifted as unsigned: 1 << 31 overflows an int32 (undefined in the C kernels)
+    sign = (negative ^ i32(1)).astype("uint32") << tirx.const(31, "uint32")
+    opposite_zero = tirx.reinterpret("float32", sign)
     is_nan = (bits & i32(0x7FFFFFFF)) > i32(0x7F800000)
     return tirx.Select(is_nan, opposite_zero, signed)
 

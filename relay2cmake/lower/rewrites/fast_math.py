@@ -132,13 +132,13 @@ def _fast_exp(x, at_most_zero: bool = False):
         limit = tirx.const(_EXP_LIMIT, "float32")
         clamped = tirx.max(value if at_most_zero else tirx.min(value, limit), -limit)
         rounded = clamped * tirx.const(1.4426950408889634, "float32") + tirx.const(_ROUNDING, "float32")
-        bits = tirx.reinterpret("int32", rounded)
+        bits = tirx.reinterpret("uint32", rounded)  # unsigned: the shift below wraps (C: no UB)
         n = tirx.reinterpret("float32", bits) - tirx.const(_ROUNDING, "float32")
         r = clamped - n * tirx.const(0.6931471805599453, "float32")
         poly = tirx.const(_EXP_POLYNOMIAL[0], "float32")
         for coefficient in (*_EXP_POLYNOMIAL[1:], 1.0, 1.0):
             poly = poly * r + tirx.const(coefficient, "float32")
-        power = tirx.reinterpret("float32", bits << tirx.const(23, "int32"))
+        power = tirx.reinterpret("float32", bits << tirx.const(23, "uint32"))
         result = tirx.Var("exp_result", "float32")  # bound once: the select reads it twice
         select = tirx.Select(result > value, result, value)
         return tirx.Let(result, power * poly, select)
