@@ -1497,7 +1497,7 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     *outer, c = loops[: len(spatial)]
     c0, cv, c1 = sch.split(c, [None, _divisor(channels // lanes, 4), lanes])
     sch.reorder(*outer, c0, *loops[len(spatial) :], cv, c1)
-    write_back = sch.cache_write(block, 0, "global")
+    write_back = _fold_epilogue(sch, block)
     sch.reverse_compute_at(write_back, c0)
     sch.unroll(cv)
     sch.vectorize(c1)
