@@ -31,10 +31,11 @@ from relay2cmake.targets import KernelTarget
 _CONTEXT_FIXED_BYTES = 7 * 8 + 256
 _DLTENSOR_BOUND = 64
 _FFI_ANY_BYTES = 16
-# The thread pool: a mutex, two condition variables and counters, plus a thread handle and
-# a worker record per thread (pthread_t is at most 8 bytes on the systems we know).
+# The thread pool: a mutex, two condition variables and counters, plus a thread handle, a
+# worker record and a range of tasks per thread (pthread_t is at most 8 bytes on the systems
+# we know).
 MAX_THREADS = 64
-_POOL_BYTES = 512 + 32 * MAX_THREADS
+_POOL_BYTES = 512 + 40 * MAX_THREADS
 
 HOME_ENUM = {"arena": "HOME_ARENA", "input": "HOME_INPUT", "constant": "HOME_CONSTANT"}
 

@@ -36,7 +36,7 @@
 /* 1: inputs not 64-byte aligned are copied into the arena (the kernels need alignment). */
 #define AWKWARDNAMES_STAGE_INPUTS 1
 /* An upper bound of sizeof(struct awkwardnames_context), a multiple of 64; the arena follows it. */
-#define AWKWARDNAMES_CONTEXT_BYTES 3520u
+#define AWKWARDNAMES_CONTEXT_BYTES 4032u
 
 /* Worker threads: AWKWARDNAMES_THREADS is 1 when the build found pthreads (CMake sets it). */
 #ifndef AWKWARDNAMES_THREADS
@@ -62,10 +62,11 @@ struct awkwardnames_pool {
   pthread_cond_t wake;
   pthread_t handles[AWKWARDNAMES_MAX_THREADS];
   awkwardnames_worker workers[AWKWARDNAMES_MAX_THREADS];
-  /* The loop's generation (high half: +2 per parallel loop, odd while the next one is set
-   * up) and its next task to claim (low half), claimed by compare-and-swap. */
-  uint64_t claim;
-  int task_count;  /* tasks of the current loop */
+  /* A parallel loop's tasks in one range per thread, each claimed first by its own thread.
+   * A range's word, swapped by compare-and-swap, holds the loop's generation (high half: +2
+   * per loop, odd while the next one is set up), the range's end (bits 16-31) and its next
+   * task (bits 0-15). The caller's range, ranges[0], announces each loop to the workers. */
+  uint64_t ranges[AWKWARDNAMES_MAX_THREADS];
   int tasks_done;  /* tasks of the current loop finished */
   int sleepers;    /* workers waiting on the condition variable */
   int stop;

@@ -5,14 +5,20 @@
 /*
  * The thread pool behind the kernels' parallel loops. Each context owns threads - 1 workers.
  * A parallel loop is cut into more tasks than threads (TVM's parallel lambdas take any task
- * count and split their range by it); the caller and every worker that is awake claim tasks
- * one at a time, so a worker the OS has descheduled (another program on its core) holds up
- * at most the one task it runs, never a share fixed in advance, and a worker that wakes late
- * finds the loop done and goes back to waiting.
+ * count and split their range by it), in one range of consecutive tasks per thread. Every
+ * thread that is awake claims tasks one at a time, from its own range first and then from
+ * the others', so a worker the OS has descheduled (another program on its core) holds up at
+ * most the one task it runs, never a share fixed in advance, and a worker that wakes late
+ * finds the loop done and goes back to waiting. Own ranges first keep each thread on the
+ * same part of every loop, which is mostly the part of the data it wrote in the loop
+ * before, still in its own cache: claimed from one shared counter, the parts fell to the
+ * threads at random and a core read half its data from the other's cache (2 threads, Intel
+ * Xeon, medians of 6 interleaved runs: HRNet-W18-small 12.4 ms against 13.2, Inception v3
+ * 39.9 against 41.3, ViT-Tiny 11.2 against 11.6).
  *
- * The caller never waits for a worker to *leave* a loop: the loop's generation and its next
- * task share one word, claimed by compare-and-swap, so a worker that was descheduled halfway
- * through a claim fails it and the next loop starts at once.
+ * The caller never waits for a worker to *leave* a loop: the loop's generation and a
+ * range's next task share one word, claimed by compare-and-swap, so a worker that was
+ * descheduled halfway through a claim fails it and the next loop starts at once.
  *
  * Parallel loops only pay when the workers' cores are free: when other programs keep them
  * busy, every loop waits for a worker the OS has descheduled, and two threads can take twice
@@ -70,9 +76,14 @@
 #define PASSTHROUGH_LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
 #define PASSTHROUGH_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
 #define PASSTHROUGH_ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_SEQ_CST)
-/* The claim word: the loop's generation in the high half, its next task in the low half. */
+/* A range's word (passthrough_pool): the loop's generation, the range's end and next task. */
 #define PASSTHROUGH_GENERATION(word) ((uint32_t)((word) >> 32))
-#define PASSTHROUGH_WORD(generation, task) (((uint64_t)(generation) << 32) | (uint32_t)(task))
+#define PASSTHROUGH_WORD(generation, end, next) (((uint64_t)(generation) << 32) | ((uint32_t)(end) << 16) | (next))
+#define PASSTHROUGH_NEXT(word) ((uint32_t)(word)&0xffffu)
+#define PASSTHROUGH_END(word) (((uint32_t)(word) >> 16) & 0xffffu)
+#define PASSTHROUGH_MAX_TASKS 0xffff
+/* Whose word announces a loop: the caller's range's. */
+#define PASSTHROUGH_ANNOUNCE(pool) ((pool)->ranges[0])
 
 static uint64_t passthrough_now_ns(void) {
   struct timespec t;
@@ -95,23 +106,28 @@ static void passthrough_relax(int spins) {
   }
 }
 
-/* Claims and runs tasks of loop `generation` until none is left. A claim succeeds only while
- * the word still holds this generation, so the job fields read after it are this loop's (the
- * caller rewrites them only once every claimed task is done). A failure is recorded before
- * its task counts as done, so the caller sees it once every task is. */
-static void passthrough_run_tasks(passthrough_pool* pool, uint32_t generation) {
-  for (;;) {
-    uint64_t word = PASSTHROUGH_LOAD(pool->claim);
-    uint32_t task = (uint32_t)word;
-    int rc;
-    if (PASSTHROUGH_GENERATION(word) != generation) return;
-    if (task >= (uint32_t)PASSTHROUGH_LOAD(pool->task_count)) return;
-    if (!__atomic_compare_exchange_n(&pool->claim, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-      continue;
+/* Claims and runs tasks of loop `generation` until none is left: thread `self`'s own range
+ * first, then the others' in turn. A claim succeeds only while the range's word still holds
+ * this generation, so the job fields read after it are this loop's (the caller rewrites them
+ * only once every claimed task is done). A failure is recorded before its task counts as
+ * done, so the caller sees it once every task is. */
+static void passthrough_run_tasks(passthrough_pool* pool, uint32_t generation, int self) {
+  int turn;
+  for (turn = 0; turn < pool->threads; ++turn) {
+    uint64_t* range = &pool->ranges[(self + turn) % pool->threads];
+    for (;;) {
+      uint64_t word = PASSTHROUGH_LOAD(*range);
+      uint32_t task = PASSTHROUGH_NEXT(word);
+      int rc;
+      if (PASSTHROUGH_GENERATION(word) != generation) return; /* the loop is over */
+      if (task >= PASSTHROUGH_END(word)) break;               /* the range is: the next one */
+      if (!__atomic_compare_exchange_n(range, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        continue;
+      }
+      rc = pool->lambda((int)task, &pool->env, pool->cdata);
+      if (rc != 0) PASSTHROUGH_STORE(pool->status, rc);
+      PASSTHROUGH_ADD(pool->tasks_done, 1);
     }
-    rc = pool->lambda((int)task, &pool->env, pool->cdata);
-    if (rc != 0) PASSTHROUGH_STORE(pool->status, rc);
-    PASSTHROUGH_ADD(pool->tasks_done, 1);
   }
 }
 
@@ -119,7 +135,7 @@ static void passthrough_run_tasks(passthrough_pool* pool, uint32_t generation) {
  * and not running on the caller alone, and the spin not over its time (checked at each
  * yield, where the clock costs nothing next to the system call). */
 static int passthrough_keep_spinning(passthrough_pool* pool, uint32_t seen, int spins, uint64_t since) {
-  if (PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim)) != seen) return 0;
+  if (PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(PASSTHROUGH_ANNOUNCE(pool))) != seen) return 0;
   if (PASSTHROUGH_LOAD(pool->stop) || PASSTHROUGH_LOAD(pool->parked)) return 0;
   if (spins % PASSTHROUGH_YIELD_EVERY == PASSTHROUGH_YIELD_EVERY - 1) {
     return passthrough_now_ns() - since < PASSTHROUGH_SPIN_NS;
@@ -136,19 +152,19 @@ static void* passthrough_worker_main(void* argument) {
     uint32_t generation;
     uint64_t since = passthrough_now_ns();
     for (spins = 0; passthrough_keep_spinning(pool, seen, spins, since); ++spins) passthrough_relax(spins);
-    if (PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim)) == seen && !PASSTHROUGH_LOAD(pool->stop)) {
+    if (PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(PASSTHROUGH_ANNOUNCE(pool))) == seen && !PASSTHROUGH_LOAD(pool->stop)) {
       pthread_mutex_lock(&pool->lock);
       PASSTHROUGH_ADD(pool->sleepers, 1);
-      while (!PASSTHROUGH_LOAD(pool->stop) && PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim)) == seen) {
+      while (!PASSTHROUGH_LOAD(pool->stop) && PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(PASSTHROUGH_ANNOUNCE(pool))) == seen) {
         pthread_cond_wait(&pool->wake, &pool->lock);
       }
       PASSTHROUGH_ADD(pool->sleepers, -1);
       pthread_mutex_unlock(&pool->lock);
     }
     if (PASSTHROUGH_LOAD(pool->stop)) break;
-    generation = PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim));
+    generation = PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(PASSTHROUGH_ANNOUNCE(pool)));
     seen = generation;
-    if ((generation & 1u) == 0) passthrough_run_tasks(pool, generation); /* odd: being set up */
+    if ((generation & 1u) == 0) passthrough_run_tasks(pool, generation, self->id); /* odd: being set up */
   }
   return NULL;
 }
@@ -180,8 +196,7 @@ passthrough_status passthrough_pool_set_threads(passthrough_pool* pool, int thre
     pthread_mutex_destroy(&pool->lock);
     return PASSTHROUGH_ERROR_THREADS;
   }
-  pool->claim = 0;
-  pool->task_count = 0;
+  for (i = 0; i < threads; ++i) pool->ranges[i] = 0;
   pool->sleepers = 0;
   pool->run_serially = 0;
   pool->parked = 0;
@@ -256,28 +271,32 @@ void passthrough_pool_run_end(passthrough_pool* pool, int succeeded) {
 int passthrough_pool_run(passthrough_pool* pool, FTVMParallelLambda lambda, void* cdata, int num_task) {
   int tasks = num_task > 0 ? num_task : pool->threads * PASSTHROUGH_TASKS_PER_THREAD;
   uint32_t generation;
-  int spins;
+  int spins, i;
   if (pool->threads <= 1 || tasks <= 1 || pool->run_serially) return passthrough_run_serially(lambda, cdata);
+  if (tasks > PASSTHROUGH_MAX_TASKS) tasks = PASSTHROUGH_MAX_TASKS;
   /* Close the last loop (odd generation: every claim of it now fails), set this one up,
-   * then publish it. The last loop's tasks are all done: its caller waited for them. A late
-   * worker may still be failing a claim on the word, so even this read is atomic. */
-  generation = PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(pool->claim)) + 1;
-  PASSTHROUGH_STORE(pool->claim, PASSTHROUGH_WORD(generation, 0));
+   * then publish it, the announcing range last. The last loop's tasks are all done: its
+   * caller waited for them. A late worker may still be failing a claim on a word, so even
+   * this read is atomic. */
+  generation = PASSTHROUGH_GENERATION(PASSTHROUGH_LOAD(PASSTHROUGH_ANNOUNCE(pool))) + 1;
+  for (i = 0; i < pool->threads; ++i) PASSTHROUGH_STORE(pool->ranges[i], PASSTHROUGH_WORD(generation, 0, 0));
   pool->lambda = lambda;
   pool->cdata = cdata;
   pool->env.sync_handle = NULL;
   pool->env.num_task = tasks;
-  PASSTHROUGH_STORE(pool->task_count, tasks);
   PASSTHROUGH_STORE(pool->status, 0);
   PASSTHROUGH_STORE(pool->tasks_done, 0);
   generation += 1;
-  PASSTHROUGH_STORE(pool->claim, PASSTHROUGH_WORD(generation, 0));
+  for (i = pool->threads - 1; i >= 0; --i) { /* thread i's range: the i-th of as equal ones */
+    uint32_t first = (uint32_t)(tasks * i / pool->threads), end = (uint32_t)(tasks * (i + 1) / pool->threads);
+    PASSTHROUGH_STORE(pool->ranges[i], PASSTHROUGH_WORD(generation, end, first));
+  }
   if (PASSTHROUGH_LOAD(pool->sleepers) > 0) { /* a sleeper checks the generation under the lock */
     pthread_mutex_lock(&pool->lock);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
   }
-  passthrough_run_tasks(pool, generation);
+  passthrough_run_tasks(pool, generation, 0);
   /* The tasks other threads still run: the caller gives its core away while it waits. */
   for (spins = 0; PASSTHROUGH_LOAD(pool->tasks_done) < tasks; ++spins) passthrough_relax(spins);
   return PASSTHROUGH_LOAD(pool->status);

@@ -55,7 +55,7 @@ extern "C" {
 /* The largest rank among the outputs (for arrays of output dimensions). */
 #define AWKWARDNAMES_MAX_OUTPUT_NDIM 2
 /* Bytes of caller-supplied workspace for awkwardnames_context_init(): context + arena. */
-#define AWKWARDNAMES_WORKSPACE_BYTES 3776u
+#define AWKWARDNAMES_WORKSPACE_BYTES 4288u
 #define AWKWARDNAMES_WORKSPACE_ALIGNMENT 64u
 #define AWKWARDNAMES_ARENA_BYTES 256u
 #define AWKWARDNAMES_WEIGHT_BYTES 0u

@@ -55,7 +55,7 @@ extern "C" {
 /* The largest rank among the outputs (for arrays of output dimensions). */
 #define PASSTHROUGH_MAX_OUTPUT_NDIM 2
 /* Bytes of caller-supplied workspace for passthrough_context_init(): context + arena. */
-#define PASSTHROUGH_WORKSPACE_BYTES 3392u
+#define PASSTHROUGH_WORKSPACE_BYTES 3904u
 #define PASSTHROUGH_WORKSPACE_ALIGNMENT 64u
 #define PASSTHROUGH_ARENA_BYTES 128u
 #define PASSTHROUGH_WEIGHT_BYTES 24u
