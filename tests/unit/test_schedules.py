@@ -244,6 +244,36 @@ def test_odd_vector_counts_take_ragged_tiles_of_more_vectors_on_avx512(
     np.testing.assert_allclose(result, image @ hwio[0, 0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize(("size", "channels"), [(17, 192), (13, 64), (17, 40)])
+def test_wide_rows_that_tile_badly_are_computed_whole_with_ragged_tiles(size, channels, wide):
+    """Inception v3's 1x1 convs on 17 x 17: with ragged tiles allowed (a package with an
+    AVX-512 set) a row of 16 or more is computed as it is, the last column tile predicated:
+    no 18th column and no padded copy of the image (an unpadded conv reads its input in
+    place). Rows under 16 (SqueezeNet's 13) and convs whose padded output channels are cut (40
+    of 48 computed) are still widened to a width that tiles. NumPy's numbers, both x86 sets."""
+    from tvm import te
+
+    computed = nhwc.computed_channels_of(channels, wide=True)
+    rng = np.random.default_rng(size + channels)
+    image = rng.standard_normal((1, size, size, 32)).astype(np.float32)
+    hwio = rng.standard_normal((1, 1, 32, channels)).astype(np.float32)
+    packed = nhwc._packed(hwio, computed)
+    data = te.placeholder(image.shape, name="data")
+    weight = te.placeholder(packed.shape, name="packed")
+    whole = size >= nhwc.MIN_RAGGED_WIDTH and computed == channels  # (the caller's rule)
+    out = nhwc._conv2d_nhwc(
+        data, weight, [1, 1], [0] * 4, [1, 1], False, channels, computed, ragged_columns=computed == channels
+    )
+    scheduled = schedule_function(te.create_prim_func([data, weight, out]), AVX512 if wide else AVX2)
+    assert scheduled is not None
+    assert ("pad_temp" in scheduled.script()) == (not whole)  # the padded copy: gone or made
+    if whole:
+        assert "T.where(T.likely(" in scheduled.script()  # the ragged last tile
+    result = call_kernel(scheduled, [image, packed, np.zeros((1, size, size, channels), np.float32)])
+    np.testing.assert_allclose(result, image @ hwio[0, 0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("grouped", [False, True])
 def test_avx2_tiles_of_few_accumulators_go_ragged(grouped):
     """AVX2 on a 7 x 7 image (ResNet-50's last layers, ResNeXt's grouped ones): exact divisors

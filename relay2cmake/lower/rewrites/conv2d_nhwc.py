@@ -95,7 +95,10 @@ def _conv2d_nhwc(
     depthwise: bool,
     channels: int,
     computed_channels: int | None = None,
+    ragged_columns: bool = False,
 ):
+    """``ragged_columns``: the schedules may tile rows of 16 or more with a ragged last column
+    tile (``_computed_width``)."""
     from tvm import te
 
     packed = len(weight.shape) == 5
@@ -106,7 +109,8 @@ def _conv2d_nhwc(
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
     shape = _output_shape(data, kh, kw, strides, padding, dilation, channels)
-    computed_width = shape[2] if depthwise else _computed_width(shape[2])
+    ragged = ragged_columns and shape[2] >= MIN_RAGGED_WIDTH
+    computed_width = shape[2] if depthwise or ragged else _computed_width(shape[2])
     if computed_width != shape[2]:  # the extra columns read zeros past the right edge
         top, left, bottom, right = (int(p) for p in padding)
         padding = [top, left, bottom, right + (computed_width - shape[2]) * sw]
@@ -230,11 +234,24 @@ def _group_conv2d_nhwc(data, weight, strides, padding, dilation, groups: int):
     )
 
 
+MIN_RAGGED_WIDTH = 16  # output columns from which a conv takes ragged tiles (_computed_width)
+
+
 def _computed_width(width: int) -> int:
     """Output columns the convolution computes: an image width with no divisor from 4 to 8
     (SqueezeNet's 13 x 13 classifier) leaves the tile one pixel, every weight vector read
     once per pixel (20 GFLOPS); it is rounded up to the next width that has one (14), and a
-    last stage keeps the real columns (folded into the tile's store, as for matmuls)."""
+    last stage keeps the real columns (folded into the tile's store, as for matmuls).
+
+    Not where the x86 schedules can take a ragged last column tile instead (a package with
+    an AVX-512 set, no cut of padded output channels, rows of MIN_RAGGED_WIDTH or more:
+    ``schedules._pixel_tile``), which computes no extra column and needs no padded copy of
+    the image (an unpadded conv reads the input itself). Kernels alone, Intel Xeon: Inception
+    v3's convs on 17 x 17 (rounded to 18), 73 x 73 and 149 x 149 images, AVX-512 1.02-1.24x
+    as fast (the 12 1x1 768 -> 192 convs 0.527 -> 0.463 ms), AVX2 0.99-1.39x; SqueezeNet's
+    on 27 x 27 and its 111 x 111 stem AVX-512 1.11-1.45x, AVX2 0.93-1.16x (0.93: the stem, 0.03
+    ms). Its 13 x 13 ones keep the 14 columns:
+    AVX2's ragged tiles of 13 had two columns and ran 0.84-0.97x as fast (AVX-512's 1.1-1.2x)."""
 
     def tiles_well(w: int) -> bool:
         return any(w % d == 0 for d in range(4, 9))
@@ -602,6 +619,7 @@ def convolutions_channels_last(
                 depthwise=kind == "depthwise",
                 channels=channels,
                 computed_channels=computed,
+                ragged_columns=wide and computed == channels,
                 primfunc_name_hint="conv2d_nhwc" if kind == "conv" else "depthwise_conv2d_nhwc",
             )
 
