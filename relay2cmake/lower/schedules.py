@@ -453,6 +453,12 @@ RAGGED_WASTE = 0.15  # of a row, computed past its end by a ragged last column t
 RC_UNROLL = 4  # input channels per trip of a channels-last convolution's reduction loop
 FEWER_LOADS = 1.5  # times fewer loads per multiply-add a ragged x86 tile must make
 MIN_ACCUMULATORS = 8  # of such a tile: two FMA units of 4 cycles' latency kept busy
+# An exact tile with at most these accumulators (no slack over 2 FMA units x 4 cycles) takes a
+# ragged one with more where there is one: AVX2's 4 x 2 and 2 x 2 x 2 tiles on rows of 56, 28
+# and 14, AVX-512's 4 x 2 on rows of 2^k (BoTNet's 64, 32, 16, 8). Kernels alone, Intel Xeon:
+# AVX2, ResNet-50's convs 23.1 -> 20.6 ms (1.02-1.16x each), DenseNet-121's 30.4 -> 27.3,
+# BoTNet-26t's 34.8 -> 31.9; AVX-512, BoTNet's 22.1 -> 20.6 (0.96-1.20x).
+FEW_ACCUMULATORS = 8
 
 
 def _pixel_tile(
@@ -495,12 +501,12 @@ def _pixel_tile(
     exact = best_tile([d for d in range(1, width + 1) if width % d == 0])
     # column counts whose ragged last tile wastes at most RAGGED_WASTE of the row
     ragged_columns = [c for c in range(2, width) if -width % c <= RAGGED_WASTE * width and width % c]
-    if ragged and lanes == 8 and (exact is None or exact[0][1] * 3 < budget * 2):
+    few = exact is None or exact[0][1] <= FEW_ACCUMULATORS
+    if ragged and (lanes == 8 or (lanes == 16 and not grouped)) and few:
         # Too few accumulators from exact divisors (AVX2 on a 7 x 7 image: 7 pixels x 1
         # vector): a ragged last column tile, which LoopPartition peels (likely_vector_tails).
         # ResNet-50's 7 x 7 layers, AVX2 set on AMD EPYC: 4 x 2 vectors against 7 x 1, 3.2 ->
-        # 2.4 ms and 2.75 -> 2.15 ms. (AVX-512 and NEON tiles hold 14 accumulators over 7
-        # pixels already.)
+        # 2.4 ms and 2.75 -> 2.15 ms. (NEON tiles hold 14 accumulators over 7 pixels.)
         uneven = best_tile(ragged_columns)
         if uneven is not None and (exact is None or uneven[0][1] > exact[0][1]):
             return uneven[1]

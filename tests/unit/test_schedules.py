@@ -278,12 +278,19 @@ def test_wide_rows_that_tile_badly_are_computed_whole_with_ragged_tiles(size, ch
 def test_avx2_tiles_of_few_accumulators_go_ragged(grouped):
     """AVX2 on a 7 x 7 image (ResNet-50's last layers, ResNeXt's grouped ones): exact divisors
     give 7 pixels x 1 vector, 7 of 12 accumulators; a ragged last column tile of 4 pixels x 2
-    vectors holds 8 (3.2 -> 2.4 ms on AMD EPYC). AVX-512's exact 7 x 2 keeps 14 already; a
-    14 x 14 image divides into 2 x 2 x 2 and needs nothing ragged."""
+    vectors holds 8 (3.2 -> 2.4 ms on AMD EPYC). AVX-512's exact 7 x 2 keeps 14 already. The
+    8 accumulators of an exact tile are still few (``FEW_ACCUMULATORS``): AVX2's 2 x 2 x 2 on
+    14 x 14 and 4 x 2 on 56 x 56 become ragged 2 x 3 x 2 and 6 x 2 (12), AVX-512's 4 x 2 on a
+    32 x 32 image 7 x 2 (14), but not in AVX-512's grouped convs, whose vectors each read an
+    input of their own."""
     assert schedules._pixel_tile(7, 7, 64, 8, ragged=False, grouped=grouped) == (1, 7, 1)
     assert schedules._pixel_tile(7, 7, 64, 8, grouped=grouped) == (1, 4, 2)
     assert schedules._pixel_tile(7, 7, 32, 16, grouped=grouped) == (1, 7, 2)
-    assert schedules._pixel_tile(14, 14, 32, 8, grouped=grouped) == (2, 2, 2)
+    assert schedules._pixel_tile(14, 14, 32, 8, ragged=False, grouped=grouped) == (2, 2, 2)
+    assert schedules._pixel_tile(14, 14, 32, 8, grouped=grouped) == (2, 3, 2)
+    assert schedules._pixel_tile(56, 56, 8, 8, grouped=grouped) == (1, 6, 2)
+    assert schedules._pixel_tile(32, 32, 16, 16, ragged=False, grouped=grouped) == (1, 4, 2)
+    assert schedules._pixel_tile(32, 32, 16, 16, grouped=grouped) == ((1, 4, 2) if grouped else (1, 7, 2))
 
 
 @pytest.mark.parametrize("wide", [False, True])
