@@ -117,7 +117,7 @@ static void __prefix___run_tasks(__prefix___pool* pool, uint32_t generation, int
       uint32_t task = __PREFIX___NEXT(word);
       int rc;
       if (__PREFIX___GENERATION(word) != generation) return; /* the loop is over */
-      if (task >= __PREFIX___END(word)) break;               /* the range is: the next one */
+      if (task >= __PREFIX___END(word)) break;               /* this range is done: the next */
       if (!__atomic_compare_exchange_n(range, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
         continue;
       }

@@ -475,7 +475,8 @@ def _pixel_tile(
     the weights from L2), then the most accumulators within budget, then the fewest loads
     per multiply-add (one broadcast per pixel, one weight load per vector), then wider rows.
     Exact divisors, or (``ragged``) a ragged last column tile where those leave too few
-    accumulators (AVX2) or make FEWER_LOADS times as many loads (AVX2, AVX-512). ``budget``:
+    accumulators (FEW_ACCUMULATORS or fewer: AVX2, and AVX-512 but in grouped convs) or make
+    FEWER_LOADS times as many loads (AVX2, AVX-512). ``budget``:
     accumulators, when one is not a register of ``lanes``. ``grouped``: each vector of a
     pixel reads an input of its own (not one broadcast for all)."""
     budget = budget or ACCUMULATORS.get(lanes, 12)
@@ -1467,7 +1468,8 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     global pooling's mean over H x W): in loop order each output channel walked the image
     with a stride of C floats (2 GB/s). The reduction loops go outside the channel loop,
     whose vectors (up to four) accumulate in registers; producers such as float64's cast are
-    read inline. False when the function is not one reduction whose innermost axis is kept."""
+    read inline, and elementwise consumers (an average pool's division by each window's size)
+    folded into the write-back. False when the function is not one reduction whose innermost axis is kept."""
     if _symbolic_reduction(sch):
         return False
     from tvm import tirx

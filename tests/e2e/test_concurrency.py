@@ -86,23 +86,28 @@ def test_eight_threads_eight_contexts_match_serial(built, tmp_path):
     assert "8 threads x 50 runs, 0 mismatches" in run([exe]).stdout
 
 
+def _run_under_tsan(package, tmp_path, program: str, *flags):
+    """``program`` built and linked with the package's library, both with -fsanitize=thread,
+    and run: a race reported fails it (exit code 66)."""
+    build = tmp_path / "tsan"
+    sanitize = "-DCMAKE_C_FLAGS=-fsanitize=thread -g -O1"
+    configure_build(package.source, build, sanitize, "-DCNN_BUILD_TESTS=OFF", "-DCNN_BUILD_TOOLS=OFF")
+    (tmp_path / "main.c").write_text(program)
+    exe = tmp_path / "main_tsan"
+    run(
+        [
+            "gcc", "-std=c11", "-O1", "-g", "-fsanitize=thread", *flags, "-pthread",
+            "-I", package.source / "include", tmp_path / "main.c", build / "libcnn.a", "-lm", "-o", exe,
+        ]
+    )  # fmt: skip
+    return run([exe], env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66"))
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed")
 def test_contexts_with_worker_threads_are_race_free_under_tsan(built, tmp_path):
     """8 contexts x 2 threads each (the object kernels' parallel loops on each context's
     pool), built with -fsanitize=thread: no race reported, results identical to serial."""
-    package = built("cnn")
-    build = tmp_path / "tsan"
-    flags = "-DCMAKE_C_FLAGS=-fsanitize=thread -g -O1"
-    configure_build(package.source, build, flags, "-DCNN_BUILD_TESTS=OFF", "-DCNN_BUILD_TOOLS=OFF")
-    (tmp_path / "main.c").write_text(PROGRAM)
-    exe = tmp_path / "threads_tsan"
-    run(
-        [
-            "gcc", "-std=c11", "-O1", "-g", "-fsanitize=thread", "-DWORKERS_PER_CONTEXT=2", "-pthread",
-            "-I", package.source / "include", tmp_path / "main.c", build / "libcnn.a", "-lm", "-o", exe,
-        ]
-    )  # fmt: skip
-    result = run([exe], env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66"))
+    result = _run_under_tsan(built("cnn"), tmp_path, PROGRAM, "-DWORKERS_PER_CONTEXT=2")
     assert "8 threads x 50 runs, 0 mismatches" in result.stdout
     # Each context's first two runs use its workers whatever the machine's load.
     assert int(result.stdout.split("runs with workers: ")[1].split()[0]) >= 16, result.stdout
@@ -264,19 +269,8 @@ def test_pool_threads_claim_their_own_range_first_under_tsan(built, tmp_path):
     range of tasks first, in order, then the other ranges in turn (so that each thread keeps
     to the part of the data it wrote, in its cache), with no race reported."""
     package = built("cnn")
-    build = tmp_path / "tsan"
-    flags = "-DCMAKE_C_FLAGS=-fsanitize=thread -g -O1"
-    configure_build(package.source, build, flags, "-DCNN_BUILD_TESTS=OFF", "-DCNN_BUILD_TOOLS=OFF")
-    (tmp_path / "pool.c").write_text(POOL_PROGRAM)
-    exe = tmp_path / "pool_tsan"
-    run(
-        [
-            "gcc", "-std=c11", "-O1", "-g", "-fsanitize=thread", "-DCNN_THREADS=1", "-pthread",
-            "-I", package.source / "include", "-I", package.source / "src", tmp_path / "pool.c",
-            build / "libcnn.a", "-lm", "-o", exe,
-        ]
-    )  # fmt: skip
-    result = run([exe], env=dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66"))
+    # the internal header, with the pool laid out as the library built it (with pthreads)
+    result = _run_under_tsan(package, tmp_path, POOL_PROGRAM, "-DCNN_THREADS=1", "-I", package.source / "src")
     pattern = r"100 loops of 16 tasks: (\d+) lost or repeated, (\d+) out of order, (\d+) run at home"
     counts = re.search(pattern, result.stdout)
     assert counts, result.stdout

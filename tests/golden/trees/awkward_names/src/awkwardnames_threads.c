@@ -120,7 +120,7 @@ static void awkwardnames_run_tasks(awkwardnames_pool* pool, uint32_t generation,
       uint32_t task = AWKWARDNAMES_NEXT(word);
       int rc;
       if (AWKWARDNAMES_GENERATION(word) != generation) return; /* the loop is over */
-      if (task >= AWKWARDNAMES_END(word)) break;               /* the range is: the next one */
+      if (task >= AWKWARDNAMES_END(word)) break;               /* this range is done: the next */
       if (!__atomic_compare_exchange_n(range, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
         continue;
       }

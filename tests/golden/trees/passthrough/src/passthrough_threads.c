@@ -120,7 +120,7 @@ static void passthrough_run_tasks(passthrough_pool* pool, uint32_t generation, i
       uint32_t task = PASSTHROUGH_NEXT(word);
       int rc;
       if (PASSTHROUGH_GENERATION(word) != generation) return; /* the loop is over */
-      if (task >= PASSTHROUGH_END(word)) break;               /* the range is: the next one */
+      if (task >= PASSTHROUGH_END(word)) break;               /* this range is done: the next */
       if (!__atomic_compare_exchange_n(range, &word, word + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
         continue;
       }
