@@ -1469,7 +1469,8 @@ def _schedule_outer_axis_reduction(sch, options: ScheduleOptions) -> bool:
     with a stride of C floats (2 GB/s). The reduction loops go outside the channel loop,
     whose vectors (up to four) accumulate in registers; producers such as float64's cast are
     read inline, and elementwise consumers (an average pool's division by each window's size)
-    folded into the write-back. False when the function is not one reduction whose innermost axis is kept."""
+    folded into the write-back. False when the function is not one reduction whose innermost
+    axis is kept."""
     if _symbolic_reduction(sch):
         return False
     from tvm import tirx

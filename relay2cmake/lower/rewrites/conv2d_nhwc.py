@@ -250,8 +250,8 @@ def _computed_width(width: int) -> int:
     v3's convs on 17 x 17 (rounded to 18), 73 x 73 and 149 x 149 images, AVX-512 1.02-1.24x
     as fast (the 12 1x1 768 -> 192 convs 0.527 -> 0.463 ms), AVX2 0.99-1.39x; SqueezeNet's
     on 27 x 27 and its 111 x 111 stem AVX-512 1.11-1.45x, AVX2 0.93-1.16x (0.93: the stem, 0.03
-    ms). Its 13 x 13 ones keep the 14 columns:
-    AVX2's ragged tiles of 13 had two columns and ran 0.84-0.97x as fast (AVX-512's 1.1-1.2x)."""
+    ms). Its 13 x 13 ones keep the 14 columns: AVX2's ragged tiles of 13 had two columns and
+    ran 0.84-0.97x as fast (AVX-512's 1.1-1.2x)."""
 
     def tiles_well(w: int) -> bool:
         return any(w % d == 0 for d in range(4, 9))
