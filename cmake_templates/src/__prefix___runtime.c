@@ -523,6 +523,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
   unsigned char in_place[__PREFIX___NUM_OUTPUTS + 1];
   __prefix___context* outer = __prefix___current;
   __prefix___status status = __PREFIX___OK;
+  uint64_t float_mode; /* the caller's, restored after the kernels (subnormals flushed) */
   size_t i;
   for (i = 0; __prefix___input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -548,6 +549,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     }
   }
   __prefix___current = context;
+  float_mode = __prefix___float_mode_flush();
   __prefix___pool_run_begin(&context->pool);
   for (i = 0; __prefix___step_table[i].kernel != NULL; ++i) {
     const __prefix___step_desc* step = &__prefix___step_table[i];
@@ -587,6 +589,7 @@ static __prefix___status __prefix___execute(__prefix___context* context, const v
     }
   }
   __prefix___pool_run_end(&context->pool, status == __PREFIX___OK);
+  __prefix___float_mode_restore(float_mode);
   __prefix___current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; __prefix___io_buffers[i] >= 0; ++i) {

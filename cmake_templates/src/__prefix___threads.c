@@ -144,6 +144,7 @@ static void* __prefix___worker_main(void* argument) {
   __prefix___worker* self = (__prefix___worker*)argument;
   __prefix___pool* pool = self->pool;
   uint32_t seen = 0; /* the generation restarts at 0 before workers start */
+  (void)__prefix___float_mode_flush(); /* as the caller's thread computes (internal.h) */
   for (;;) {
     int spins;
     uint32_t generation;
