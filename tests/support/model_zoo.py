@@ -551,7 +551,9 @@ def awkward_family() -> onnx.ModelProto:
     reading it: partial sums in vectors, the last one predicated). And
     y's rows' products with each other as an einsum (a batched matmul). And x without its
     first row read back as rows of 24 (Funnel's relative-position shift: indices that divide
-    the rows, one contiguous run of memory, read through a flat view)."""
+    the rows, one contiguous run of memory, read through a flat view). And y and x joined
+    along their last axis, scaled and through a SiLU (inputs switch at 37, which no vector
+    width divides: a vector loop per input)."""
     rng = _rng(13)
     w1 = (rng.standard_normal((64, 5003)) / 8).astype(np.float32)
     w2 = (rng.standard_normal((5003, 37)) / 64).astype(np.float32)
@@ -611,6 +613,10 @@ def awkward_family() -> onnx.ModelProto:
         helper.make_node("Einsum", ["y", "y"], ["gram"], equation="bij,bkj->bik"),
         helper.make_node("Slice", ["x", "shift_start", "shift_end", "shift_axes"], ["x_rest"]),
         helper.make_node("Reshape", ["x_rest", "shift_shape"], ["shifted"]),
+        helper.make_node("Concat", ["y", "x"], ["joined"], axis=2),
+        helper.make_node("Mul", ["joined", "joined_scale"], ["joined_scaled"]),
+        helper.make_node("Sigmoid", ["joined_scaled"], ["joined_gate"]),
+        helper.make_node("Mul", ["joined_scaled", "joined_gate"], ["joined_silu"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -634,6 +640,7 @@ def awkward_family() -> onnx.ModelProto:
             _float_info("y_normed", [1, 13, 37]),
             _float_info("gram", [1, 13, 13]),
             _float_info("shifted", [1, 32, 24]),
+            _float_info("joined_silu", [1, 13, 101]),
         ],
         initializer=[
             _const("w1", w1),
@@ -664,6 +671,7 @@ def awkward_family() -> onnx.ModelProto:
             _const("shift_end", np.array([13], np.int64)),
             _const("shift_axes", np.array([1], np.int64)),
             _const("shift_shape", np.array([1, 32, 24], np.int64)),
+            _const("joined_scale", rng.standard_normal(101).astype(np.float32)),
         ],
     )
     return _model(graph)
