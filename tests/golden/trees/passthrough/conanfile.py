@@ -27,6 +27,7 @@ class PassthroughConan(ConanFile):
         "threads": [True, False],
         "portable_kernels": [True, False],
         "external_weights": [True, False],
+        "flush_subnormals": [True, False],
     }
     default_options = {
         "shared": False,
@@ -35,6 +36,7 @@ class PassthroughConan(ConanFile):
         "threads": True,
         "portable_kernels": False,
         "external_weights": False,
+        "flush_subnormals": False,
     }
     # Everything travels with the recipe, so no remote is needed. The weights are exported
     # with the recipe, not as sources: Conan copies sources twice in its cache (export and
@@ -70,6 +72,7 @@ class PassthroughConan(ConanFile):
         toolchain.cache_variables["PASSTHROUGH_THREADS"] = bool(self.options.threads)
         toolchain.cache_variables["PASSTHROUGH_PORTABLE_KERNELS"] = bool(self.options.portable_kernels)
         toolchain.cache_variables["PASSTHROUGH_EXTERNAL_WEIGHTS"] = bool(self.options.external_weights)
+        toolchain.cache_variables["PASSTHROUGH_FLUSH_SUBNORMALS"] = bool(self.options.flush_subnormals)
         weights = os.path.join(self.recipe_folder, "weights/passthrough_weights.bin")
         toolchain.cache_variables["PASSTHROUGH_WEIGHTS_FILE"] = weights.replace("\\", "/")
         toolchain.generate()

@@ -34,6 +34,7 @@ else()
 endif()
 option(AWKWARDNAMES_NO_MALLOC "Leave out awkwardnames_context_create (no malloc in the library)" ${AWKWARDNAMES_NO_MALLOC_DEFAULT})
 option(AWKWARDNAMES_PORTABLE_KERNELS "Compile the portable C kernels even where an object set fits" OFF)
+option(AWKWARDNAMES_FLUSH_SUBNORMALS "Flush subnormal floats to zero while a run computes (x86-64, AArch64; faster where they occur), the caller's mode restored after" OFF)
 option(AWKWARDNAMES_PROFILE "Time every kernel call (awkwardnames_profile_attach; the cli's --profile)" OFF)
 option(AWKWARDNAMES_EXTERNAL_WEIGHTS "Read the weights from weights/awkwardnames_weights.bin at run time (awkwardnames_weights_load) instead of compiling them in" OFF)
 # Off: one run at a time in the whole program (no thread-local storage, which bare-metal

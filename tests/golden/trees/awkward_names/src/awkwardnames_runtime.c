@@ -526,6 +526,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
   unsigned char in_place[AWKWARDNAMES_NUM_OUTPUTS + 1];
   awkwardnames_context* outer = awkwardnames_current;
   awkwardnames_status status = AWKWARDNAMES_OK;
+  uint64_t float_mode; /* the caller's, restored after the kernels (subnormals flushed) */
   size_t i;
   for (i = 0; awkwardnames_input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -551,6 +552,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     }
   }
   awkwardnames_current = context;
+  float_mode = awkwardnames_float_mode_flush();
   awkwardnames_pool_run_begin(&context->pool);
   for (i = 0; awkwardnames_step_table[i].kernel != NULL; ++i) {
     const awkwardnames_step_desc* step = &awkwardnames_step_table[i];
@@ -590,6 +592,7 @@ static awkwardnames_status awkwardnames_execute(awkwardnames_context* context, c
     }
   }
   awkwardnames_pool_run_end(&context->pool, status == AWKWARDNAMES_OK);
+  awkwardnames_float_mode_restore(float_mode);
   awkwardnames_current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; awkwardnames_io_buffers[i] >= 0; ++i) {

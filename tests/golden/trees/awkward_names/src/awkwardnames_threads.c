@@ -147,6 +147,7 @@ static void* awkwardnames_worker_main(void* argument) {
   awkwardnames_worker* self = (awkwardnames_worker*)argument;
   awkwardnames_pool* pool = self->pool;
   uint32_t seen = 0; /* the generation restarts at 0 before workers start */
+  (void)awkwardnames_float_mode_flush(); /* as the caller's thread computes (internal.h) */
   for (;;) {
     int spins;
     uint32_t generation;

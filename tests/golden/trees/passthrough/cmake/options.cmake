@@ -34,6 +34,7 @@ else()
 endif()
 option(PASSTHROUGH_NO_MALLOC "Leave out passthrough_context_create (no malloc in the library)" ${PASSTHROUGH_NO_MALLOC_DEFAULT})
 option(PASSTHROUGH_PORTABLE_KERNELS "Compile the portable C kernels even where an object set fits" OFF)
+option(PASSTHROUGH_FLUSH_SUBNORMALS "Flush subnormal floats to zero while a run computes (x86-64, AArch64; faster where they occur), the caller's mode restored after" OFF)
 option(PASSTHROUGH_PROFILE "Time every kernel call (passthrough_profile_attach; the cli's --profile)" OFF)
 option(PASSTHROUGH_EXTERNAL_WEIGHTS "Read the weights from weights/passthrough_weights.bin at run time (passthrough_weights_load) instead of compiling them in" OFF)
 # Off: one run at a time in the whole program (no thread-local storage, which bare-metal

@@ -526,6 +526,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
   unsigned char in_place[PASSTHROUGH_NUM_OUTPUTS + 1];
   passthrough_context* outer = passthrough_current;
   passthrough_status status = PASSTHROUGH_OK;
+  uint64_t float_mode; /* the caller's, restored after the kernels (subnormals flushed) */
   size_t i;
   for (i = 0; passthrough_input_table[i].name != NULL; ++i) {
     /* Kernels never write their inputs; the cast only satisfies DLTensor's type. */
@@ -551,6 +552,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     }
   }
   passthrough_current = context;
+  float_mode = passthrough_float_mode_flush();
   passthrough_pool_run_begin(&context->pool);
   for (i = 0; passthrough_step_table[i].kernel != NULL; ++i) {
     const passthrough_step_desc* step = &passthrough_step_table[i];
@@ -590,6 +592,7 @@ static passthrough_status passthrough_execute(passthrough_context* context, cons
     }
   }
   passthrough_pool_run_end(&context->pool, status == PASSTHROUGH_OK);
+  passthrough_float_mode_restore(float_mode);
   passthrough_current = outer;
   /* The next run's buffers may not allow it: outputs computed in place go back to the arena. */
   for (i = 0; passthrough_io_buffers[i] >= 0; ++i) {

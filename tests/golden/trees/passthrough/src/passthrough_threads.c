@@ -147,6 +147,7 @@ static void* passthrough_worker_main(void* argument) {
   passthrough_worker* self = (passthrough_worker*)argument;
   passthrough_pool* pool = self->pool;
   uint32_t seen = 0; /* the generation restarts at 0 before workers start */
+  (void)passthrough_float_mode_flush(); /* as the caller's thread computes (internal.h) */
   for (;;) {
     int spins;
     uint32_t generation;
