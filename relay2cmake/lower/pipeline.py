@@ -199,12 +199,8 @@ def _twin_object(
     bounds: dict[str, int] | None = None,
 ):
     """A twin set (``KernelTarget.twin_variants``), symbols ``<prefix>_<tag>_*``, with only
-    the kernels it changes; (None, {}) when there are none. The others run from the default
-    set on every CPU. AVX-512: the kernels that reduce and that a default schedule (or a
-    tuning record) applies to (memory-bound and unscheduled loops gain little from it, and
-    LLVM's AVX-512 code for one of them, ONNX's test_tile, computed wrong values). An integer
-    dot product the default set lacks (AVX-VNNI, AArch64's): the uint8 x int8 convolutions,
-    the only kernels that use it."""
+    the kernels it changes (``twin_builds``, or a tuning record for it); (None, {}) when there
+    are none. The others run from the default set on every CPU."""
     import tvm
 
     renamed = _renamed(prims, f"{prefix}_{tag}")
@@ -212,9 +208,7 @@ def _twin_object(
     options = ScheduleOptions.for_objects(wide)
 
     def changed(func) -> bool:
-        if wide.vector_lanes != 16:  # the default set's vectors: only the dot product differs
-            return has_block(func, UINT8_BLOCK)
-        return has_reduction(func) and schedule_function(func, options) is not None
+        return twin_builds(func, wide, lambda: schedule_function(func, options) is not None)
 
     kept = [gv for gv in renamed.get_global_vars() if gv.name_hint in tuned or changed(renamed[gv])]
     chosen = {gv: renamed[gv] for gv in kept}
@@ -222,6 +216,18 @@ def _twin_object(
         return None, {}
     twin, scratch = _object(tvm.IRModule(chosen), prefix, wide, tuned, twin=True, bounds=bounds)
     return dataclasses.replace(twin, label=wide.label, tag=tag), scratch
+
+
+def twin_builds(func, wide: KernelTarget, scheduled: Callable[[], bool]) -> bool:
+    """Whether twin set ``wide`` has its own build of kernel ``func`` (unscheduled), given
+    ``scheduled()``: whether a default schedule applies to it for ``wide``. AVX-512: the
+    kernels that reduce and are scheduled (memory-bound and unscheduled loops gain little from
+    it, and LLVM's AVX-512 code for one of them, ONNX's test_tile, computed wrong values). An
+    integer dot product the default set lacks (AVX-VNNI, AArch64's): the uint8 x int8
+    convolutions, the only kernels that use it."""
+    if wide.vector_lanes != 16:  # the default set's vectors: only the dot product differs
+        return has_block(func, UINT8_BLOCK)
+    return has_reduction(func) and scheduled()
 
 
 def _tuned(prims, tuning: TuningDatabase) -> dict[str, Any]:
