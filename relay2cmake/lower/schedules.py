@@ -2343,13 +2343,7 @@ def _resolve_index_conditions(func: PrimFunc) -> PrimFunc:
     from tvm import s_tir, tirx
 
     if_then_else = tvm.ir.Op.get("prim.if_then_else")
-    analyzer = tvm.sym.Analyzer()
-
-    def bind(loop):
-        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-        return loop
-
-    tvm_ffi.structural_map(func, [(tirx.For, bind)])
+    analyzer = _loop_ranges(func)
 
     def in_realize(realize):
         bindings = list(zip([iv.var for iv in realize.block.iter_vars], realize.iter_values, strict=True))
@@ -2373,6 +2367,22 @@ def _resolve_index_conditions(func: PrimFunc) -> PrimFunc:
         return s_tir.SBlockRealize(realize.iter_values, realize.predicate, block)
 
     return tvm_ffi.structural_map(func, [(s_tir.SBlockRealize, in_realize)])
+
+
+def _loop_ranges(func: PrimFunc):
+    """An analyzer that knows the range of every loop variable of ``func``."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    analyzer = tvm.sym.Analyzer()
+
+    def bind(loop):
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        return loop
+
+    tvm_ffi.structural_map(func, [(tirx.For, bind)])
+    return analyzer
 
 
 def _loops_from_zero(func: PrimFunc) -> PrimFunc:
@@ -2489,7 +2499,6 @@ def likely_vector_tails(func: PrimFunc) -> PrimFunc:
     into full tiles, stored as whole vectors, and the predicated last one. The same for a
     cut of rows (the unrolled rows of a matmul tile): 7 rows in tiles of 4 (AVX2) branched
     on the last row at every multiply-add and spilled the accumulators."""
-    import tvm
     import tvm_ffi
     from tvm import s_tir, tirx
 
@@ -2497,13 +2506,7 @@ def likely_vector_tails(func: PrimFunc) -> PrimFunc:
 
     # Every loop's range, so that a fused index over a unit loop (``fused % 6304`` where
     # fused < 6304) simplifies to the index it is before it is judged.
-    analyzer = tvm.sym.Analyzer()
-
-    def bind(loop):
-        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-        return loop
-
-    tvm_ffi.structural_map(func, [(tirx.For, bind)])
+    analyzer = _loop_ranges(func)
 
     def in_loop(loop):
         def on_lanes(term) -> bool:
