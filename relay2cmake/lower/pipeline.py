@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from tvm.ir import IRModule
     from tvm.runtime import Module
     from tvm.target import Target
+    from tvm.tirx import PrimFunc
     from tvm.transform import PassContext
 
 
@@ -218,7 +219,7 @@ def _twin_object(
     return dataclasses.replace(twin, label=wide.label, tag=tag), scratch
 
 
-def twin_builds(func, wide: KernelTarget, scheduled: Callable[[], bool]) -> bool:
+def twin_builds(func: PrimFunc, wide: KernelTarget, scheduled: Callable[[], bool]) -> bool:
     """Whether twin set ``wide`` has its own build of kernel ``func`` (unscheduled), given
     ``scheduled()``: whether a default schedule applies to it for ``wide``. AVX-512: the
     kernels that reduce and are scheduled (memory-bound and unscheduled loops gain little from
