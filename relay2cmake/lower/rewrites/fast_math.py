@@ -104,8 +104,9 @@ _EXP_POLYNOMIAL = (0.008312525227665901, 0.041890114545822144, 0.166671141982078
 # exp's own limit the sigmoid of x < -87 was a subnormal (4e-39 at -88.4), which the division
 # made and SiLU's multiply read through microcode assists: MixNet-S's concat + BN + SiLU kernel
 # alone, AVX-512, 0.154 ms on normal inputs, 0.93-1.0 ms on inputs scaled 30-1000x; now 0.151
-# at any scale. (Subnormal *inputs* still cost as much: 1.2 ms on inputs of 1e-39. In MixNet-S's
-# package, random weights, that kernel still takes 0.84 ms a call: its inputs hold subnormals.)
+# at any scale. (Subnormal *inputs* still cost as much: 1.2 ms on inputs of 1e-39; a package can
+# flush them, <P>_FLUSH_SUBNORMALS. MixNet-S's package does not need it: its inputs there hold
+# none, and its slow concat was AVX2 code building vectors across inputs, since fixed.)
 SIGMOID_EXP_LIMIT = 87.0
 
 # Added to x / ln 2, rounds it to n and leaves n + 127 in the sum's low bits (see _fast_exp).
