@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from model_zoo import save_model
 from onnx import TensorProto, helper
-from packaging_helpers import configure_build, run
+from packaging_helpers import SAMPLE_APPS, configure_build, run
 
 from relay2cmake.commands.generate import GenerateOptions, generate
 
@@ -19,10 +19,26 @@ ELEMENTS = 1 << 20  # an elementwise kernel long enough that the worker always t
 
 PROGRAM = r"""
 #include <flush/flush.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <xmmintrin.h>
 
+#if defined(__aarch64__)
+#define MODE_BITS (1u << 24) /* FPCR.FZ */
+static unsigned get_mode(void) {
+  uint64_t fpcr;
+  __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+  return (unsigned)fpcr;
+}
+static void set_mode(unsigned mode) {
+  uint64_t fpcr = mode;
+  __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+}
+#else
+#include <xmmintrin.h>
 #define MODE_BITS 0x8040u /* MXCSR: FTZ, DAZ */
+static unsigned get_mode(void) { return _mm_getcsr(); }
+static void set_mode(unsigned mode) { _mm_setcsr(mode); }
+#endif
 
 #define N FLUSH_INPUT_X_NUM_ELEMENTS
 static float x[N], half[N], sign[N];
@@ -45,9 +61,9 @@ static int run_context(int threads, unsigned mode, int runs) {
   if (flush_context_create(&context) != FLUSH_OK) return 1;
   if (flush_context_set_threads(context, threads) != FLUSH_OK) return 1;
   for (r = 0; r < runs; ++r) {
-    _mm_setcsr((_mm_getcsr() & ~MODE_BITS) | mode);
+    set_mode((get_mode() & ~MODE_BITS) | mode);
     if (flush_run(context, &in, &out) != FLUSH_OK) return 1;
-    after |= _mm_getcsr() & MODE_BITS;
+    after |= get_mode() & MODE_BITS;
     if (nonzero(half) > half_nonzero) half_nonzero = nonzero(half);
     if (nonzero(sign) > sign_nonzero) sign_nonzero = nonzero(sign);
   }
@@ -66,7 +82,7 @@ int main(void) {
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory):
+def model(tmp_path_factory):
     work = tmp_path_factory.mktemp("subnormals")
     nodes = [
         helper.make_node("Mul", ["x", "half_const"], ["half"]),
@@ -79,30 +95,60 @@ def package(tmp_path_factory):
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, [ELEMENTS]) for n in ("half", "sign")],
         [helper.make_tensor("half_const", TensorProto.FLOAT, [1], [0.5])],
     )
-    model = save_model(graph, work / "flush.onnx", 17)
-    generate(GenerateOptions(model=model, out=work / "pkg", name="Flush", self_check=False))
-    return work / "pkg"
+    return save_model(graph, work / "flush.onnx", 17)
 
 
-@pytest.mark.skipif(
-    platform.machine() not in ("x86_64", "AMD64") or shutil.which("gcc") is None, reason="x86-64 and gcc"
-)
+def _package(model, arch: str):
+    """The model's package with ``arch``'s object kernels (their parallel loops run on the
+    workers; the portable C kernels have none)."""
+    out = model.parent / f"pkg_{arch}"
+    if not out.exists():
+        generate(GenerateOptions(model=model, out=out, name="Flush", self_check=False, targets=(arch,)))
+    return out
+
+
+CROSS = shutil.which("aarch64-linux-gnu-gcc")
+QEMU = shutil.which("qemu-aarch64")
+X86_HOST = platform.machine() in ("x86_64", "AMD64") and shutil.which("gcc") is not None
+ARCHES = [
+    pytest.param("x86_64", 0x8040, marks=pytest.mark.skipif(not X86_HOST, reason="an x86-64 host, gcc")),
+    pytest.param(
+        "aarch64",
+        1 << 24,
+        marks=pytest.mark.skipif(not (X86_HOST and CROSS and QEMU), reason="aarch64 gcc and qemu-user"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("arch", "mode_bits"), ARCHES)
 @pytest.mark.parametrize("flush", [False, True])
-def test_subnormals_flushed_only_when_asked_and_the_callers_mode_restored(package, tmp_path, flush):
+def test_subnormals_flushed_only_when_asked_and_the_callers_mode_restored(
+    model, tmp_path, arch, mode_bits, flush
+):
+    """x86-64 natively (MXCSR's FTZ and DAZ); AArch64 cross-built, run under qemu (FPCR.FZ)."""
+    package = _package(model, arch)
     build = tmp_path / "build"
     option = f"-DFLUSH_FLUSH_SUBNORMALS={'ON' if flush else 'OFF'}"
     every_run_on_workers = "-DCMAKE_C_FLAGS=-DFLUSH_ADAPTIVE_THREADS=0"
     no_programs = ("-DFLUSH_BUILD_TESTS=OFF", "-DFLUSH_BUILD_TOOLS=OFF")
-    configure_build(package, build, option, every_run_on_workers, *no_programs)
+    cross = (
+        [f"-DCMAKE_TOOLCHAIN_FILE={SAMPLE_APPS / 'cross' / 'aarch64-linux-gnu.cmake'}"]
+        if arch == "aarch64"
+        else []
+    )
+    configure_build(package, build, option, every_run_on_workers, *no_programs, *cross)
     (tmp_path / "main.c").write_text(PROGRAM)
     exe = tmp_path / "main"
     run(
         [
-            "gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", package / "include",
-            tmp_path / "main.c", build / "libflush.a", "-lm", "-o", exe,
+            CROSS if arch == "aarch64" else "gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror",
+            "-pthread", "-I", package / "include", tmp_path / "main.c", build / "libflush.a", "-lm",
+            "-o", exe,
         ]
     )  # fmt: skip
-    lines = run([exe]).stdout.splitlines()
+    lines = run(
+        [QEMU, "-L", "/usr/aarch64-linux-gnu", exe] if arch == "aarch64" else [exe]
+    ).stdout.splitlines()
     half = ELEMENTS // 2
     # Flushed: 1e-39 reads as 0 (its sign too), 2e-38 * 0.5 = 1e-38 is written as 0, on the
     # caller's thread and on the worker (20 runs on both threads).
@@ -112,6 +158,6 @@ def test_subnormals_flushed_only_when_asked_and_the_callers_mode_restored(packag
     assert lines == [
         f"threads 1 mode 0: {nonzero}, mode after 0, used 1",
         f"threads 2 mode 0: {nonzero}, mode after 0, used 2",
-        f"threads 1 mode 0x8040: {flushed}, mode after 0x8040, used 1",
+        f"threads 1 mode {mode_bits:#x}: {flushed}, mode after {mode_bits:#x}, used 1",
     ], lines
     assert np.float32(2e-38) * np.float32(0.5) != 0  # the model's products are subnormal in IEEE
