@@ -157,31 +157,26 @@ def time_kernels(
     import tvm
 
     from relay2cmake.frontends import import_model
-    from relay2cmake.lower.pipeline import (
-        _kernels_of,
-        has_wide_set,
-        lowered_module,
-        scheduled_kernels,
-        twin_builds,
-    )
+    from relay2cmake.lower.pipeline import bounded_kernels, has_wide_set, twin_builds
+    from relay2cmake.lower.schedules import ScheduleOptions, schedule_module
     from relay2cmake.symbolic import value_at
     from relay2cmake.targets import parse_targets
 
     target = parse_targets([target_spec])[-1]
     imported = import_model(model_path, input_shapes or {})
     values = {d.symbol: d.high if at is None else at for d in imported.dims}
-    lowered, scheduled, names = scheduled_kernels(imported.module, target)
+    lowered, plain = bounded_kernels(imported.module, wide=has_wide_set((target,)))
+    scheduled, names = schedule_module(plain, ScheduleOptions.for_objects(target))
     # A twin set (the AVX-512 one a package reports running) builds only some kernels; the
     # package runs the others from its default set, and so they are timed (MixNet-S's concat
     # kernel timed 0.16 ms as AVX-512 code; the package ran its AVX2 code, 0.74 ms).
     default = parse_targets([target.arch])[-1]
     from_default = target.label in {twin.label for twin in default.twin_variants()}
     if from_default:
-        _, default_kernels, default_names = scheduled_kernels(imported.module, default)
+        default_kernels, default_names = schedule_module(plain, ScheduleOptions.for_objects(default))
     calls = _calls(lowered["main"])
     device = tvm.cpu()
     rows = []
-    plain = None  # the kernels unscheduled, made when one fails to build as scheduled
     for gv in scheduled.get_global_vars():
         func, name, built_for, scheduled_names = scheduled[gv], gv.name_hint, target, names
         if from_default and not twin_builds(func, target, lambda name=name: name in names):
@@ -189,8 +184,6 @@ def time_kernels(
         try:
             library = _build(func, built_for)
         except Exception:  # gen's fallback: a kernel LLVM cannot build as scheduled ships unscheduled
-            if plain is None:
-                plain = _kernels_of(lowered_module(imported.module, wide=has_wide_set((target,)))[0])
             func, scheduled_names = plain[name], tuple(n for n in scheduled_names if n != name)
             library = _build(func, built_for)
         if cold:  # a flush per call: number=1 (TVM runs f_preproc once per repeat)

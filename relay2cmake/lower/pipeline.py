@@ -622,15 +622,23 @@ def scheduled_kernels(
     the default schedules (no tuning database). Returns the lowered module with its kernels
     replaced by the scheduled ones (TVM's VM runs it as is), the scheduled kernels alone, and
     the names of those a schedule applied to."""
-    import tvm
-
-    lowered, _ = lowered_module(module, wide=has_wide_set((target,)))
-    bounds = dim_bounds(lowered["main"])
-    bounded = tvm.IRModule({gv: _with_bounds(f, bounds) for gv, f in _kernels_of(lowered).functions.items()})
+    lowered, bounded = bounded_kernels(module, wide=has_wide_set((target,)))
     kernels, names = schedule_module(bounded, ScheduleOptions.for_objects(target, parallel=parallel))
     for gv, func in kernels.functions.items():
         lowered[gv] = func
     return lowered, kernels, tuple(names)
+
+
+def bounded_kernels(module: IRModule, wide: bool) -> tuple[IRModule, IRModule]:
+    """For benchmarks and tools: ``lowered_module``'s module, and the kernels its ``main``
+    calls, unscheduled, each with the bounds of its run-time dimensions (as gen schedules
+    them, for any object set: ``schedule_module``)."""
+    import tvm
+
+    lowered, _ = lowered_module(module, wide=wide)
+    bounds = dim_bounds(lowered["main"])
+    bounded = tvm.IRModule({gv: _with_bounds(f, bounds) for gv, f in _kernels_of(lowered).functions.items()})
+    return lowered, bounded
 
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

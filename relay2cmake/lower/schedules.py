@@ -2257,12 +2257,8 @@ def _lanes_between_inputs(block, lanes: int) -> int:
     switches inputs there. A vector across such a point is built from gathers (GhostNet's
     168 + 168 channels: 18 GB/s); vectors inside one input are plain loads, and
     ``likely_index_conditions`` then gives each input a loop of its own."""
-    import tvm
-
-    if_then_else = tvm.ir.Op.get("prim.if_then_else")
     innermost = block.iter_vars[-1].var
-    conditions = _collect(block.body, tvm.ir.expr.Call, lambda call: call.op.same_as(if_then_else))
-    points = [_split_point(call.args[0], innermost) for call in conditions]
+    points = [_split_point(condition, innermost) for condition in _index_conditions(block)]
     points = [p for p in points if p > 0]
     narrow = lanes
     while narrow > 4 and any(p % narrow for p in points):
